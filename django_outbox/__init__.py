@@ -1,0 +1,64 @@
+"""django-outbox: a transactional outbox and durable job queue on your Django database.
+
+Declare tasks with ``@task``; enqueue with ``my_task.enqueue(payload)`` or
+``enqueue("app.tasks.my_task", payload)`` inside the caller's transaction; run them with
+``manage.py run_outbox_worker``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from .context import ClaimedJob, current_job
+from .exceptions import (
+    EnqueueError,
+    InvalidTaskError,
+    LeaseLostError,
+    OutboxError,
+    PayloadError,
+    TaskNotRegisteredError,
+    UnknownTaskError,
+)
+from .retry import GIVE_UP, RetryPolicy
+from .tasks import Task, task
+
+if TYPE_CHECKING:
+    from .models import Job
+
+__all__ = [
+    "GIVE_UP",
+    "ClaimedJob",
+    "EnqueueError",
+    "InvalidTaskError",
+    "LeaseLostError",
+    "OutboxError",
+    "PayloadError",
+    "RetryPolicy",
+    "Task",
+    "TaskNotRegisteredError",
+    "UnknownTaskError",
+    "current_job",
+    "enqueue",
+    "task",
+]
+
+
+def enqueue(
+    task: str | Task,
+    payload: Any = None,
+    *,
+    delay: datetime.timedelta | float | None = None,
+    run_at: datetime.datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+) -> Job:
+    """Write a job for ``task`` (a Task or its registered name) in the caller's transaction.
+
+    See ``django_outbox.enqueue.enqueue``.
+    """
+    # Imported here: the models can't be imported before Django's app registry is ready, and
+    # this package is imported while INSTALLED_APPS loads.
+    from .enqueue import enqueue as enqueue_job
+
+    return enqueue_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)

@@ -1,0 +1,123 @@
+"""The ``OUTBOX`` setting: its defaults, and lazy access that follows ``override_settings``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+#: Every key of ``settings.OUTBOX`` with its default. ``docs/configuration.md`` explains each.
+DEFAULTS: dict[str, Any] = {
+    # The database alias whose connection enqueues and claims jobs. Enqueue joins the caller's
+    # atomic block only when the caller's block is on this alias.
+    "DATABASE": "default",
+    # Queue of tasks that name none.
+    "DEFAULT_QUEUE": "default",
+    # How long a claim holds a job before another worker may take it over.
+    "LEASE_SECONDS": 60.0,
+    # How often a worker extends the leases of the jobs it holds. Must be well under the lease.
+    "HEARTBEAT_SECONDS": 10.0,
+    # How long an idle worker sleeps between looks for runnable jobs.
+    "POLL_SECONDS": 1.0,
+    # Attempts a job gets (the first run counts) before it is marked failed.
+    "MAX_ATTEMPTS": 20,
+    # Exponential backoff between attempts; see django_outbox.retry.RetryPolicy.
+    "RETRY": {"BASE_DELAY": 1.0, "FACTOR": 2.0, "MAX_DELAY": 3600.0, "JITTER": 0.1},
+    # How many past attempts' errors each job keeps (the newest win).
+    "ERROR_HISTORY": 10,
+    # Worker defaults, overridable by run_outbox_worker's options.
+    "CONCURRENCY": 4,
+    "SHUTDOWN_TIMEOUT": 30.0,
+    # Per-queue overrides: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0}}.
+    "QUEUES": {},
+}
+
+RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
+QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY"})
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    """Defaults that apply to every task of one queue."""
+
+    max_attempts: int
+    retry: dict[str, float]
+    priority: int
+
+
+@dataclass(frozen=True)
+class OutboxSettings:
+    """The validated, merged ``OUTBOX`` setting."""
+
+    database: str
+    default_queue: str
+    lease_seconds: float
+    heartbeat_seconds: float
+    poll_seconds: float
+    max_attempts: int
+    retry: dict[str, float]
+    error_history: int
+    concurrency: int
+    shutdown_timeout: float
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def queue_options(self, queue: str) -> QueueOptions:
+        """Return the defaults for ``queue``: its own options over the global ones."""
+        own = self.queues.get(queue, {})
+        return QueueOptions(
+            max_attempts=own.get("MAX_ATTEMPTS", self.max_attempts),
+            retry={**self.retry, **own.get("RETRY", {})},
+            priority=own.get("PRIORITY", 0),
+        )
+
+
+_cached: OutboxSettings | None = None
+
+
+def user_settings() -> dict[str, Any]:
+    """Return ``settings.OUTBOX`` as given (an empty dict when unset)."""
+    value = getattr(settings, "OUTBOX", {})
+    return value if isinstance(value, dict) else {}
+
+
+def get_settings() -> OutboxSettings:
+    """Return the merged settings, built on first use and after every change to ``OUTBOX``."""
+    global _cached
+    if _cached is None:
+        _cached = _build(user_settings())
+    return _cached
+
+
+def _build(user: dict[str, Any]) -> OutboxSettings:
+    # The system checks report bad values with hints; this guard keeps code that runs without
+    # checks (a script, a test) from carrying on with a value the checks would reject.
+    from .checks import outbox_setting_errors
+
+    errors = outbox_setting_errors(user)
+    if errors:
+        raise ImproperlyConfigured(f"settings.OUTBOX is invalid: {errors[0].msg} {errors[0].hint}")
+    merged = {**DEFAULTS, **user}
+    return OutboxSettings(
+        database=merged["DATABASE"],
+        default_queue=merged["DEFAULT_QUEUE"],
+        lease_seconds=float(merged["LEASE_SECONDS"]),
+        heartbeat_seconds=float(merged["HEARTBEAT_SECONDS"]),
+        poll_seconds=float(merged["POLL_SECONDS"]),
+        max_attempts=int(merged["MAX_ATTEMPTS"]),
+        retry={**DEFAULTS["RETRY"], **user.get("RETRY", {})},
+        error_history=int(merged["ERROR_HISTORY"]),
+        concurrency=int(merged["CONCURRENCY"]),
+        shutdown_timeout=float(merged["SHUTDOWN_TIMEOUT"]),
+        queues=dict(merged["QUEUES"]),
+    )
+
+
+@receiver(setting_changed)
+def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    global _cached
+    if setting == "OUTBOX":
+        _cached = None

@@ -1,0 +1,58 @@
+"""The job a worker thread is running, as its handler and retry strategy see it."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+_current_job: ContextVar[ClaimedJob | None] = ContextVar("django_outbox_current_job", default=None)
+
+
+@dataclass
+class ClaimedJob:
+    """One attempt at a job, as the claim returned it.
+
+    ``lease_token`` is new for every attempt: pass it to other systems as an idempotency key.
+    """
+
+    id: int
+    task_name: str
+    queue: str
+    payload: Any
+    attempt: int
+    max_attempts: int
+    priority: int
+    lease_token: uuid.UUID
+    worker_id: str
+    _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def lease_lost(self) -> bool:
+        """Whether another worker may own this job now; a long handler may stop early."""
+        return self._lease_lost.is_set()
+
+    def mark_lease_lost(self) -> None:
+        self._lease_lost.set()
+
+
+def current_job() -> ClaimedJob:
+    """Return the job the calling handler runs for.
+
+    Raise LookupError outside a handler run by a worker (or by ``django_outbox.testing``).
+    """
+    job = _current_job.get()
+    if job is None:
+        raise LookupError("current_job() is only available inside a task run by a worker.")
+    return job
+
+
+def set_current_job(job: ClaimedJob | None) -> Any:
+    """Make ``job`` the current job of this thread; return a token for ``reset_current_job``."""
+    return _current_job.set(job)
+
+
+def reset_current_job(token: Any) -> None:
+    _current_job.reset(token)

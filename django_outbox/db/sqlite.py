@@ -1,0 +1,73 @@
+"""SQLite, the embedded default: one writer at a time, so every claim is one UPDATE statement.
+
+A single statement in autocommit mode takes the write lock for its whole run and waits for it
+under the busy timeout, so two claimers never take the same row. Multi-statement transactions
+of the worker begin IMMEDIATE: a deferred one that reads first and writes later fails at once
+with "database is locked" when another connection wrote in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..context import ClaimedJob
+from ..models import CLAIMABLE, Job, JobStatus
+from .rows import CLAIM_COLUMNS, claimed_jobs
+
+TABLE = Job._meta.db_table
+# Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
+NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+
+CLAIM_SQL = f"""
+UPDATE {TABLE}
+SET status = '{JobStatus.RUNNING}',
+    attempts = attempts + 1,
+    lease_token = lower(hex(randomblob(16))),
+    lease_expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?),
+    worker_id = ?,
+    started_at = {NOW},
+    finished_at = NULL
+WHERE id IN (
+    SELECT id FROM {TABLE}
+    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+      AND run_at <= {NOW}
+      {{queue_filter}}
+    ORDER BY priority DESC, run_at, id
+    LIMIT ?
+)
+RETURNING {CLAIM_COLUMNS}
+"""
+
+
+def claim(
+    connection: BaseDatabaseWrapper,
+    worker_id: str,
+    queues: Sequence[str] | None,
+    limit: int,
+    lease_seconds: float,
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when ``None``)."""
+    queues = list(queues or ())
+    queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+    sql = CLAIM_SQL.format(queue_filter=queue_filter)
+    params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, limit]
+    # Django's SQLite cursor wants %s placeholders; the raw sqlite3 cursor takes ? directly.
+    connection.ensure_connection()
+    assert connection.connection is not None
+    raw = connection.connection.cursor()
+    try:
+        rows = raw.execute(sql, params).fetchall()
+    finally:
+        raw.close()
+    return claimed_jobs(rows, worker_id)
+
+
+def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:
+    """Use WAL (readers don't block the writer) and IMMEDIATE transactions on this connection."""
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode=WAL")
+    # Read again by Django when it opens a new connection, so set it on every job transaction.
+    connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]

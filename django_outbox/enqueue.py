@@ -1,0 +1,112 @@
+"""Enqueue: one INSERT through the outbox database's connection, in the caller's transaction.
+
+No ``on_commit`` and no second connection: inside ``atomic()`` the job commits or rolls back
+with the caller's other writes; outside, it autocommits like any ORM write. Every argument is
+checked before the INSERT, so bad input raises without touching the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from .checks import queue_name_error
+from .conf import get_settings
+from .exceptions import EnqueueError
+from .models import Job
+from .registry import get_task
+from .serialization import encode
+from .tasks import Task, priority_error
+
+
+def _run_at(
+    delay: datetime.timedelta | float | None, run_at: datetime.datetime | None
+) -> datetime.datetime | None:
+    """Return when the job may run; None means now, by the database's clock."""
+    if delay is not None and run_at is not None:
+        raise EnqueueError("Pass delay or run_at, not both.")
+    if run_at is not None:
+        if not isinstance(run_at, datetime.datetime):
+            raise EnqueueError(f"run_at must be a datetime, not {type(run_at).__name__}.")
+        if settings.USE_TZ and timezone.is_naive(run_at):
+            raise EnqueueError(
+                f"run_at {run_at} has no time zone. Pass an aware datetime, e.g. "
+                "timezone.now() + timedelta(...) or datetime(..., tzinfo=UTC)."
+            )
+        if not settings.USE_TZ and timezone.is_aware(run_at):
+            return timezone.make_naive(run_at)
+        return run_at
+    if delay is None:
+        return None
+    if isinstance(delay, datetime.timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = float(delay)
+    else:
+        raise EnqueueError(
+            f"delay must be a timedelta or a number of seconds, not {type(delay).__name__}."
+        )
+    if seconds < 0:
+        raise EnqueueError(f"delay must not be negative ({seconds} s); use 0 to run now.")
+    if seconds == 0:
+        return None
+    # This host's clock plus the delay: a skew of milliseconds against the database's clock
+    # matters little against a delay, and the value is known without reading the row back.
+    return timezone.now() + datetime.timedelta(seconds=seconds)
+
+
+def build_job(
+    task: str | Task,
+    payload: Any = None,
+    *,
+    delay: datetime.timedelta | float | None = None,
+    run_at: datetime.datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+) -> Job:
+    """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them."""
+    if isinstance(task, str):
+        task = get_task(task)
+    elif not isinstance(task, Task):
+        raise EnqueueError(
+            f"enqueue() takes a task or a task's name, not {type(task).__name__}; "
+            "decorate the function with @django_outbox.task."
+        )
+    if queue is not None and (problem := queue_name_error(queue)):
+        raise EnqueueError(problem)
+    if priority is not None and (problem := priority_error(priority)):
+        raise EnqueueError(problem)
+    queue = queue or task.queue
+    job = Job(
+        task_name=task.name,
+        queue=queue,
+        payload=encode(payload),
+        priority=task.priority if priority is None else priority,
+        max_attempts=task.max_attempts,
+    )
+    when = _run_at(delay, run_at)
+    if when is not None:
+        job.run_at = when
+    return job
+
+
+def enqueue(
+    task: str | Task,
+    payload: Any = None,
+    *,
+    delay: datetime.timedelta | float | None = None,
+    run_at: datetime.datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+) -> Job:
+    """Write a job for ``task`` (a Task or its registered name) and return it.
+
+    The job is part of the caller's transaction on the outbox database: rolled back, it never
+    existed; committed, it is durable. Raise EnqueueError (nothing written) on bad input.
+    """
+    job = build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+    job.save(using=get_settings().database, force_insert=True)
+    return job

@@ -1,0 +1,148 @@
+"""The job table: one row per job, from enqueue to its final status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
+
+
+class JobStatus(models.TextChoices):
+    """Where a job is in its life: ready -> running -> succeeded, or via retrying to failed."""
+
+    # Waiting for its run_at; a worker may claim it then.
+    READY = "ready", _("Ready")
+    # Claimed by a worker, whose lease (token and expiry) fences every later write.
+    RUNNING = "running", _("Running")
+    # An attempt failed and another is due at run_at.
+    RETRYING = "retrying", _("Retrying")
+    # The handler returned; with atomic=True its writes committed with this status.
+    SUCCEEDED = "succeeded", _("Succeeded")
+    # Attempts used up, or the task gave up. Kept for inspection and the admin's retry.
+    FAILED = "failed", _("Failed")
+
+
+#: The statuses a worker may claim (when run_at has come). The claim indexes' condition.
+CLAIMABLE = (JobStatus.READY, JobStatus.RETRYING)
+#: Statuses after which a job never runs again unless retried by hand.
+FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def claimable(self) -> JobQuerySet:
+        """Jobs waiting for a worker, whether or not their run_at has come."""
+        return self.filter(status__in=CLAIMABLE)
+
+    def runnable(self) -> JobQuerySet:
+        """Jobs a worker may claim now."""
+        return self.claimable().filter(run_at__lte=Now())
+
+    def running(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.RUNNING)
+
+    def expired_leases(self) -> JobQuerySet:
+        """Running jobs whose worker stopped extending the lease (crashed, killed, cut off)."""
+        return self.running().filter(lease_expires_at__lt=Now())
+
+    def unfinished(self) -> JobQuerySet:
+        return self.exclude(status__in=FINISHED)
+
+    def succeeded(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.SUCCEEDED)
+
+    def failed(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.FAILED)
+
+
+class Job(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    task_name = models.CharField(_("task"), max_length=255)
+    queue = models.CharField(_("queue"), max_length=100)
+    payload = models.JSONField(_("payload"), null=True, blank=True)
+    status = models.CharField(
+        _("status"), max_length=16, choices=JobStatus.choices, default=JobStatus.READY
+    )
+    # Higher runs first among jobs due at the same time.
+    priority = models.IntegerField(_("priority"), default=0)
+    # The database's clock by default: the one workers compare run_at with.
+    run_at = models.DateTimeField(_("run at"), db_default=Now())
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    max_attempts = models.PositiveIntegerField(_("max attempts"))
+    # A new token for every claim: writes about an attempt match it, so a worker that lost its
+    # lease cannot overwrite the new owner's state. Handlers may use it as an idempotency key.
+    lease_token = models.UUIDField(_("lease token"), null=True, blank=True)
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+    worker_id = models.CharField(_("worker"), max_length=255, blank=True)
+    enqueued_at = models.DateTimeField(_("enqueued at"), db_default=Now())
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True)
+    last_traceback = models.TextField(_("last traceback"), blank=True)
+    # The newest attempts' errors: [{"attempt", "at", "worker", "error", "traceback"}, ...].
+    errors = models.JSONField(_("errors"), default=list, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
+        ordering = ["-id"]
+        indexes = [
+            # The claim's filter and order, for workers of given queues. Partial: finished
+            # jobs, however many, never enter it.
+            models.Index(
+                F("queue"),
+                F("priority").desc(),
+                F("run_at"),
+                F("id"),
+                name="outbox_job_claim_queue",
+                condition=Q(status__in=CLAIMABLE),
+            ),
+            # The same for workers of every queue.
+            models.Index(
+                F("priority").desc(),
+                F("run_at"),
+                F("id"),
+                name="outbox_job_claim_any",
+                condition=Q(status__in=CLAIMABLE),
+            ),
+            models.Index(
+                F("lease_expires_at"),
+                name="outbox_job_lease",
+                condition=Q(status=JobStatus.RUNNING),
+            ),
+            models.Index(F("status"), F("queue"), name="outbox_job_status_queue"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="outbox_job_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="outbox_job_max_attempts_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(attempts__lte=F("max_attempts")),
+                name="outbox_job_attempts_within_max",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=JobStatus.RUNNING)
+                | Q(lease_token__isnull=False, lease_expires_at__isnull=False),
+                name="outbox_job_running_has_lease",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_name} #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED
+
+    def decoded_payload(self) -> Any:
+        """Return the payload as the task receives it (datetimes, Decimals... restored)."""
+        from .serialization import decode
+
+        return decode(self.payload)

@@ -1,0 +1,138 @@
+"""Running one claimed job: the handler, its transaction, and the status it ends in."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import traceback
+from typing import Literal
+
+from django.db import transaction
+
+from . import signals
+from .context import ClaimedJob, reset_current_job, set_current_job
+from .exceptions import LeaseLostError, TaskNotRegisteredError
+from .models import JobStatus
+from .registry import get_task, registered_names
+from .retry import RetryPolicy, decision_delay
+from .tasks import Task
+from .transitions import Failure, mark_succeeded, record_failure
+
+logger = logging.getLogger("django_outbox.worker")
+
+
+class Outcome(enum.Enum):
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    # Another worker owns the job now; this attempt changed nothing.
+    LEASE_LOST = "lease_lost"
+
+
+def retry_delay(task: Task | None, job: ClaimedJob, exc: BaseException, fallback: RetryPolicy) -> tuple[float | None, str]:
+    """Return (seconds until the next attempt or None to fail now, a note for the error text)."""
+    if job.attempt >= job.max_attempts:
+        return None, ""
+    if task is None:
+        return fallback.delay(job.attempt), ""
+    if isinstance(exc, task.give_up_on):
+        return None, f"{type(exc).__name__} is in give_up_on: not retried."
+    note = ""
+    if task.retry_strategy is not None:
+        try:
+            decision = decision_delay(task.retry_strategy(job, exc), f"retry_strategy of {task.name}")
+        except Exception as strategy_error:
+            logger.exception("retry_strategy failed job=%s task=%s", job.id, task.name)
+            decision = None
+            note = f"retry_strategy raised {strategy_error!r}; used the default backoff."
+        if decision == "give_up":
+            return None, "retry_strategy gave up."
+        if decision is not None:
+            return float(decision), note
+    return task.retry_policy.delay(job.attempt), note
+
+
+def _describe(exc: BaseException) -> str:
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def run_job(job: ClaimedJob, *, using: str, history_limit: int, fallback: RetryPolicy) -> Outcome:
+    """Run ``job``'s handler and record how it ended. Never raise for the handler's errors."""
+    try:
+        task: Task | None = get_task(job.task_name)
+    except LookupError:
+        task = None
+    logger.debug("job started job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
+    signals.job_started.send(sender=task, job=job)
+    if task is None:
+        error = TaskNotRegisteredError(
+            f"No task named {job.task_name!r} is registered in this worker (renamed or removed, "
+            "or a job of another service?). It retries with backoff in case a worker that knows "
+            f"it (a newer deploy) takes it. Registered: {', '.join(registered_names()) or 'none'}."
+        )
+        return _fail(job, None, error, "", using, history_limit, fallback)
+
+    context = set_current_job(job)
+    try:
+        if task.atomic:
+            # The handler's writes and the success mark commit together; if the lease was lost
+            # meanwhile, raising rolls back the handler's writes too.
+            with transaction.atomic(using=using):
+                task.func(job.payload)
+                if not mark_succeeded(job, using):
+                    raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")
+        else:
+            task.func(job.payload)
+            if not mark_succeeded(job, using):
+                raise LeaseLostError(f"Job {job.id} lost its lease; its effects are not undone.")
+    except LeaseLostError as lost:
+        logger.warning("lease lost job=%s task=%s: %s", job.id, job.task_name, lost)
+        return Outcome.LEASE_LOST
+    except BaseException as exc:  # noqa: BLE001 - any handler error fails the job, not the thread.
+        return _fail(job, task, exc, traceback.format_exc(), using, history_limit, fallback)
+    finally:
+        reset_current_job(context)
+    logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
+    signals.job_succeeded.send(sender=task, job=job)
+    return Outcome.SUCCEEDED
+
+
+def _fail(
+    job: ClaimedJob,
+    task: Task | None,
+    exc: BaseException,
+    trace: str,
+    using: str,
+    history_limit: int,
+    fallback: RetryPolicy,
+) -> Outcome:
+    retry_in, note = retry_delay(task, job, exc, fallback)
+    error = _describe(exc) + (f" ({note})" if note else "")
+    status = record_failure(
+        job_id=job.id,
+        lease_token=job.lease_token,
+        attempt=job.attempt,
+        worker_id=job.worker_id,
+        failure=Failure(error=error, traceback=trace, retry_in=retry_in),
+        history_limit=history_limit,
+        using=using,
+    )
+    if status is None:
+        logger.warning("lease lost job=%s task=%s; failure not recorded: %s", job.id, job.task_name, error)
+        return Outcome.LEASE_LOST
+    outcome: Literal[Outcome.RETRYING, Outcome.FAILED]
+    if status == JobStatus.RETRYING:
+        outcome = Outcome.RETRYING
+        logger.warning(
+            "job will retry job=%s task=%s attempt=%s retry_in=%.1fs error=%s",
+            job.id, job.task_name, job.attempt, retry_in, error,
+        )
+        signals.job_retrying.send(sender=task, job=job, error=error)
+    else:
+        outcome = Outcome.FAILED
+        logger.error(
+            "job failed job=%s task=%s attempt=%s error=%s", job.id, job.task_name, job.attempt, error
+        )
+        signals.job_failed.send(sender=task, job=job, error=error)
+    return outcome

@@ -1,0 +1,175 @@
+"""Declaring tasks: ``@task`` turns a function of one payload argument into a registered Task."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, overload
+
+from . import registry
+from .checks import queue_name_error
+from .conf import get_settings
+from .exceptions import InvalidTaskError
+from .retry import RetryPolicy, RetryStrategy
+
+if TYPE_CHECKING:
+    from .models import Job
+
+#: Range of the priority column (a 32-bit integer).
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+TASK_NAME_MAX_LENGTH = 255
+
+Handler = Callable[[Any], Any]
+
+
+class Task:
+    """A function that workers run for jobs naming it, with how to run and retry it."""
+
+    def __init__(
+        self,
+        func: Handler,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        priority: int | None = None,
+        atomic: bool = True,
+        retry: RetryPolicy | None = None,
+        retry_strategy: RetryStrategy | None = None,
+        give_up_on: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        if not callable(func):
+            raise InvalidTaskError(f"@task decorates a function, not {func!r}.")
+        self.func = func
+        self.qualified_function = f"{func.__module__}.{func.__qualname__}"
+        self.name = self.qualified_function if name is None else name
+        self._queue = queue
+        self._max_attempts = max_attempts
+        self._priority = priority
+        self.atomic = atomic
+        self._retry = retry
+        self.retry_strategy = retry_strategy
+        self.give_up_on = tuple(give_up_on)
+        self._validate()
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    def _validate(self) -> None:
+        where = f"@task for {self.qualified_function}"
+        if not isinstance(self.name, str) or not self.name or len(self.name) > TASK_NAME_MAX_LENGTH:
+            raise InvalidTaskError(
+                f"{where}: name must be a non-empty string of at most {TASK_NAME_MAX_LENGTH} "
+                f"characters, not {self.name!r}."
+            )
+        if self._queue is not None and (problem := queue_name_error(self._queue)):
+            raise InvalidTaskError(f"{where}: {problem}")
+        if self._max_attempts is not None and not (
+            isinstance(self._max_attempts, int)
+            and not isinstance(self._max_attempts, bool)
+            and self._max_attempts >= 1
+        ):
+            raise InvalidTaskError(
+                f"{where}: max_attempts must be an integer >= 1 (the first run counts), "
+                f"not {self._max_attempts!r}."
+            )
+        if self._priority is not None and (problem := priority_error(self._priority)):
+            raise InvalidTaskError(f"{where}: {problem}")
+        if not isinstance(self.atomic, bool):
+            raise InvalidTaskError(f"{where}: atomic must be True or False.")
+        if self._retry is not None and not isinstance(self._retry, RetryPolicy):
+            raise InvalidTaskError(f"{where}: retry must be a django_outbox.RetryPolicy.")
+        if self.retry_strategy is not None and not callable(self.retry_strategy):
+            raise InvalidTaskError(f"{where}: retry_strategy must be callable(job, exc).")
+        if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.give_up_on):
+            raise InvalidTaskError(f"{where}: give_up_on must be a tuple of exception classes.")
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name}>"
+
+    def __call__(self, payload: Any = None) -> Any:
+        """Run the function now, in this thread, without a job."""
+        return self.func(payload)
+
+    # Settings may change after import (override_settings), so these resolve on each use.
+    @property
+    def queue(self) -> str:
+        return self._queue or get_settings().default_queue
+
+    @property
+    def max_attempts(self) -> int:
+        if self._max_attempts is not None:
+            return self._max_attempts
+        return get_settings().queue_options(self.queue).max_attempts
+
+    @property
+    def priority(self) -> int:
+        if self._priority is not None:
+            return self._priority
+        return get_settings().queue_options(self.queue).priority
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        if self._retry is not None:
+            return self._retry
+        return RetryPolicy.from_setting(get_settings().queue_options(self.queue).retry)
+
+    def enqueue(
+        self,
+        payload: Any = None,
+        *,
+        delay: datetime.timedelta | float | None = None,
+        run_at: datetime.datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+    ) -> Job:
+        """Write a job for this task in the caller's transaction and return it.
+
+        ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
+        ``priority`` and ``queue`` override the task's.
+        """
+        from .enqueue import enqueue
+
+        return enqueue(self, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+
+
+def priority_error(priority: object) -> str | None:
+    """Return why ``priority`` is not usable, or None."""
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        return f"priority must be an integer, not {priority!r}."
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        return f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, not {priority}."
+    return None
+
+
+@overload
+def task(func: Handler, /) -> Task: ...
+@overload
+def task(
+    *,
+    name: str | None = ...,
+    queue: str | None = ...,
+    max_attempts: int | None = ...,
+    priority: int | None = ...,
+    atomic: bool = ...,
+    retry: RetryPolicy | None = ...,
+    retry_strategy: RetryStrategy | None = ...,
+    give_up_on: tuple[type[BaseException], ...] = ...,
+) -> Callable[[Handler], Task]: ...
+def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Handler], Task]:
+    """Declare a task: ``@task`` or ``@task(queue="emails", max_attempts=10, ...)``.
+
+    Options: ``name`` (default: module.function), ``queue``, ``max_attempts`` (the first run
+    counts), ``priority`` (higher runs first), ``atomic`` (run in a transaction that commits with
+    the job's success; default True), ``retry`` (a RetryPolicy), ``retry_strategy`` (a callable
+    ``(job, exc)`` returning a delay, ``GIVE_UP`` or None), ``give_up_on`` (exception classes
+    that fail the job without retrying).
+    """
+
+    def decorate(function: Handler) -> Task:
+        declared = Task(function, **options)
+        registry.register(declared)
+        return declared
+
+    if func is not None:
+        return decorate(func)
+    return decorate

@@ -1,0 +1,205 @@
+"""Every change of a job's status after enqueue, in one place.
+
+Writes about an attempt match the attempt's lease token: a worker that lost its lease (another
+worker took the job over) changes nothing. Lease times are computed by the database, so hosts'
+clocks never decide who owns a job.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from .context import ClaimedJob
+from .models import Job, JobStatus
+
+#: Longest traceback kept per attempt; the start and the end (where the error is) are kept.
+TRACEBACK_LIMIT = 20_000
+
+
+def database_time_in(seconds: float) -> models.Expression:
+    """Return the database's current time plus ``seconds``, as an expression."""
+    return models.ExpressionWrapper(
+        Now() + models.Value(datetime.timedelta(seconds=seconds)),
+        output_field=models.DateTimeField(),
+    )
+
+
+def _held(job: ClaimedJob, using: str) -> models.QuerySet[Job]:
+    return Job.objects.using(using).filter(
+        pk=job.id, lease_token=job.lease_token, status=JobStatus.RUNNING
+    )
+
+
+def _any_held(jobs: Sequence[ClaimedJob]) -> Q:
+    condition = Q()
+    for job in jobs:
+        condition |= Q(pk=job.id, lease_token=job.lease_token)
+    return condition & Q(status=JobStatus.RUNNING)
+
+
+def mark_succeeded(job: ClaimedJob, using: str) -> bool:
+    """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
+    return (
+        _held(job, using).update(
+            status=JobStatus.SUCCEEDED,
+            finished_at=Now(),
+            lease_token=None,
+            lease_expires_at=None,
+        )
+        == 1
+    )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong in one attempt, and when (if ever) to try again."""
+
+    error: str
+    traceback: str = ""
+    # Seconds until the next attempt; None: the job has failed for good.
+    retry_in: float | None = None
+
+
+def _trimmed(text: str) -> str:
+    if len(text) <= TRACEBACK_LIMIT:
+        return text
+    half = TRACEBACK_LIMIT // 2
+    return f"{text[:half]}\n... ({len(text) - TRACEBACK_LIMIT} characters cut) ...\n{text[-half:]}"
+
+
+def record_failure(
+    *,
+    job_id: int,
+    lease_token: Any,
+    attempt: int,
+    worker_id: str,
+    failure: Failure,
+    history_limit: int,
+    using: str,
+) -> JobStatus | None:
+    """Record a failed attempt: retrying at its delay, or failed. Return the new status.
+
+    Return None, changing nothing, when the lease is no longer held.
+    """
+    traceback = _trimmed(failure.traceback)
+    entry = {
+        "attempt": attempt,
+        "at": timezone.now().isoformat(),
+        "worker": worker_id,
+        "error": failure.error,
+        "traceback": traceback,
+    }
+    # Short: it holds the job's row lock between reading the history and writing it back.
+    with transaction.atomic(using=using):
+        held = Job.objects.using(using).filter(
+            pk=job_id, lease_token=lease_token, status=JobStatus.RUNNING
+        )
+        errors = held.select_for_update().values_list("errors", flat=True).first()
+        if errors is None:
+            return None
+        history = [*errors, entry][-history_limit:] if history_limit else []
+        changes: dict[str, Any] = {
+            "last_error": failure.error,
+            "last_traceback": traceback,
+            "errors": history,
+            "lease_token": None,
+            "lease_expires_at": None,
+        }
+        if failure.retry_in is None:
+            status = JobStatus.FAILED
+            changes.update(finished_at=Now())
+        else:
+            status = JobStatus.RETRYING
+            changes.update(run_at=database_time_in(failure.retry_in))
+        held.update(status=status, **changes)
+    return status
+
+
+def release(jobs: Sequence[ClaimedJob], using: str) -> int:
+    """Hand claimed jobs that never started back as ready, as if never claimed."""
+    if not jobs:
+        return 0
+    return (
+        Job.objects.using(using)
+        .filter(_any_held(jobs))
+        .update(
+            status=JobStatus.READY,
+            attempts=F("attempts") - 1,
+            lease_token=None,
+            lease_expires_at=None,
+            started_at=None,
+            worker_id="",
+        )
+    )
+
+
+def extend_leases(jobs: Sequence[ClaimedJob], lease_seconds: float, using: str) -> set[int]:
+    """Extend the leases of ``jobs``; return the ids of those whose lease was lost."""
+    if not jobs:
+        return set()
+    held = Job.objects.using(using).filter(_any_held(jobs))
+    extended = held.update(lease_expires_at=database_time_in(lease_seconds))
+    if extended == len(jobs):
+        return set()
+    return {job.id for job in jobs} - set(held.values_list("pk", flat=True))
+
+
+def retry_failed(jobs: models.QuerySet[Job]) -> int:
+    """Make failed jobs ready to run now, with one more attempt each. Return how many."""
+    return jobs.filter(status=JobStatus.FAILED).update(
+        status=JobStatus.READY,
+        run_at=Now(),
+        finished_at=None,
+        # One more attempt than made so far keeps the attempt history true.
+        max_attempts=models.functions.Greatest(F("max_attempts"), F("attempts") + 1),
+    )
+
+
+def rescue_expired_leases(using: str, history_limit: int, batch_size: int = 100) -> int:
+    """Take back jobs whose worker stopped renewing the lease; return how many.
+
+    The lost attempt counts: the job retries after its queue's backoff, or fails when that was
+    its last attempt. The new status clears the token, so the vanished worker, should it come
+    back, changes nothing.
+    """
+    from .conf import get_settings
+    from .retry import RetryPolicy
+
+    outbox_settings = get_settings()
+    # One transaction: the row locks keep two rescuers (or a late heartbeat) off these jobs.
+    with transaction.atomic(using=using):
+        expired = list(
+            Job.objects.using(using)
+            .expired_leases()
+            .select_for_update(skip_locked=True)
+            .values_list("id", "lease_token", "attempts", "max_attempts", "queue", "worker_id")[
+                :batch_size
+            ]
+        )
+        for job_id, token, attempts, max_attempts, queue, worker_id in expired:
+            policy = RetryPolicy.from_setting(outbox_settings.queue_options(queue).retry)
+            error = (
+                f"Lease expired: worker {worker_id} stopped renewing it during attempt "
+                f"{attempts} (it crashed, was killed, or lost the database)."
+            )
+            record_failure(
+                job_id=job_id,
+                lease_token=token,
+                attempt=attempts,
+                worker_id=worker_id,
+                failure=Failure(
+                    error=error,
+                    retry_in=policy.delay(attempts) if attempts < max_attempts else None,
+                ),
+                history_limit=history_limit,
+                using=using,
+            )
+    return len(expired)

@@ -1,0 +1,334 @@
+"""The worker: claims jobs and runs them in threads, each with its own database connection.
+
+One thread (the caller's) claims as many jobs as there are idle threads, in one statement, and
+hands them over through a local queue. A heartbeat thread extends the leases of every job the
+worker holds and tells handlers whose lease was lost. ``run_outbox_worker`` is a thin command
+around this class; tests drive it directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import secrets
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError, connections
+
+from .conf import get_settings
+from .context import ClaimedJob
+from .db import queries_for, retry_while_locked
+from .retry import RetryPolicy
+from .runner import Outcome, run_job
+from .transitions import Failure, extend_leases, record_failure, release, rescue_expired_leases
+
+logger = logging.getLogger("django_outbox.worker")
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did, by outcome."""
+
+    claimed: int = 0
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{self.outcomes[outcome]} {outcome.value}" for outcome in Outcome)
+        return f"{self.claimed} claimed: {parts}"
+
+
+class Worker:
+    """Run jobs of ``queues`` (all when empty) on ``concurrency`` threads until stopped."""
+
+    def __init__(
+        self,
+        *,
+        queues: Sequence[str] = (),
+        concurrency: int | None = None,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        shutdown_timeout: float | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        outbox = get_settings()
+        self.using = outbox.database
+        self.queues = list(queues)
+        self.concurrency = concurrency or outbox.concurrency
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.shutdown_timeout = outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
+        self.worker_id = worker_id or default_worker_id()
+        self.lease_seconds = outbox.lease_seconds
+        self.heartbeat_seconds = outbox.heartbeat_seconds
+        self.poll_seconds = outbox.poll_seconds
+        self.history_limit = outbox.error_history
+        self.fallback_policy = RetryPolicy.from_setting(outbox.retry)
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1.")
+        if max_jobs is not None and max_jobs < 1:
+            raise ValueError("max_jobs must be at least 1.")
+
+        self.stats = WorkerStats()
+        # Jobs this worker holds a lease on: claimed and waiting, or running.
+        self._held: dict[int, ClaimedJob] = {}
+        self._started: set[int] = set()
+        self._lock = threading.Lock()
+        self._ready: queue.Queue[ClaimedJob | None] = queue.Queue()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._aborting = threading.Event()
+        self._heartbeat_done = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # Control, callable from signal handlers and other threads.
+
+    def request_stop(self) -> None:
+        """Stop claiming, hand back unstarted jobs, let running ones finish; return at once."""
+        if not self._stopping.is_set():
+            logger.info("worker stopping worker=%s", self.worker_id)
+        self._stopping.set()
+        self._wake.set()
+
+    def abort(self) -> None:
+        """Stop waiting for running jobs: run() returns now; their leases will expire."""
+        self._aborting.set()
+        self.request_stop()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # The loop.
+
+    def run(self) -> WorkerStats:
+        """Claim and run jobs until stopped (or, with burst/max_jobs, until done)."""
+        queries = queries_for(connections[self.using])
+        queries.prepare_worker_connection(connections[self.using])
+        logger.info(
+            "worker started worker=%s queues=%s concurrency=%s",
+            self.worker_id, ",".join(self.queues) or "*", self.concurrency,
+        )
+        self._start_threads()
+        next_rescue = 0.0
+        try:
+            while not self._stopping.is_set():
+                self._wake.clear()
+                if time.monotonic() >= next_rescue:
+                    self._rescue()
+                    next_rescue = time.monotonic() + self.heartbeat_seconds
+                free = self._free_slots()
+                if free > 0:
+                    self._claim(queries, free)
+                with self._lock:
+                    idle = not self._held
+                # Idle after a claim means the claim found nothing runnable.
+                if idle and (self.burst or self._max_jobs_reached()):
+                    break
+                self._wake.wait(self.poll_seconds)
+        finally:
+            self._shut_down()
+        logger.info("worker stopped worker=%s %s", self.worker_id, self.stats)
+        return self.stats
+
+    def _max_jobs_reached(self) -> bool:
+        return self.max_jobs is not None and self.stats.claimed >= self.max_jobs
+
+    def _free_slots(self) -> int:
+        with self._lock:
+            free = self.concurrency - len(self._held)
+        if self.max_jobs is not None:
+            free = min(free, self.max_jobs - self.stats.claimed)
+        return free
+
+    def _claim(self, queries: object, limit: int) -> list[ClaimedJob]:
+        try:
+            jobs: list[ClaimedJob] = retry_while_locked(
+                lambda: queries.claim(  # type: ignore[attr-defined]
+                    connections[self.using], self.worker_id, self.queues, limit, self.lease_seconds
+                ),
+                stopping=self._stopping.is_set,
+            )
+        except DatabaseError:
+            # The database went away or is busy beyond patience: keep the worker alive and retry
+            # after a pause; the claim was one statement, so nothing is half-done.
+            logger.exception("claim failed worker=%s; retrying after %ss", self.worker_id, self.poll_seconds)
+            connections[self.using].close()
+            return []
+        with self._lock:
+            for job in jobs:
+                self._held[job.id] = job
+        self.stats.claimed += len(jobs)
+        for job in jobs:
+            self._ready.put(job)
+        return jobs
+
+    def _rescue(self) -> None:
+        try:
+            rescued = retry_while_locked(
+                lambda: rescue_expired_leases(self.using, self.history_limit),
+                stopping=self._stopping.is_set,
+            )
+        except DatabaseError:
+            logger.exception("rescuing expired leases failed worker=%s", self.worker_id)
+            connections[self.using].close()
+            return
+        if rescued:
+            logger.warning("took back jobs with expired leases count=%s worker=%s", rescued, self.worker_id)
+
+    # Threads.
+
+    def _start_threads(self) -> None:
+        for number in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._execute_jobs, name=f"outbox-worker-{number}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        heartbeat = threading.Thread(target=self._heartbeat, name="outbox-heartbeat", daemon=True)
+        heartbeat.start()
+        self._heartbeat_thread = heartbeat
+
+    def _execute_jobs(self) -> None:
+        connection = connections[self.using]
+        try:
+            queries_for(connection).prepare_worker_connection(connection)
+            while True:
+                job = self._ready.get()
+                if job is None:
+                    return
+                with self._lock:
+                    if self._stopping.is_set():
+                        # Shutting down: the job goes back to the queue unstarted.
+                        self._ready.put(job)
+                        return
+                    self._started.add(job.id)
+                self._execute(job)
+        finally:
+            connection.close()
+
+    def _execute(self, job: ClaimedJob) -> None:
+        connection = connections[self.using]
+        try:
+            connection.close_if_unusable_or_obsolete()
+            queries_for(connection).prepare_worker_connection(connection)
+            outcome = run_job(
+                job, using=self.using, history_limit=self.history_limit, fallback=self.fallback_policy
+            )
+        except Exception:
+            # Recording the outcome failed (the database went away): the lease will expire and
+            # the job will run again. Keep this thread alive for the next job.
+            logger.exception("could not record the outcome job=%s task=%s", job.id, job.task_name)
+            connection.close()
+            outcome = Outcome.LEASE_LOST
+        with self._lock:
+            self._held.pop(job.id, None)
+            self._started.discard(job.id)
+            self.stats.outcomes[outcome] += 1
+        self._wake.set()
+
+    def _heartbeat(self) -> None:
+        connection = connections[self.using]
+        try:
+            while not self._heartbeat_done.wait(self.heartbeat_seconds):
+                with self._lock:
+                    held = list(self._held.values())
+                if not held:
+                    continue
+                try:
+                    lost = retry_while_locked(
+                        lambda: extend_leases(held, self.lease_seconds, self.using),
+                        give_up_after=self.heartbeat_seconds,
+                    )
+                except DatabaseError:
+                    logger.exception("heartbeat failed worker=%s", self.worker_id)
+                    connection.close()
+                    continue
+                for job in held:
+                    if job.id in lost:
+                        logger.warning("lease lost job=%s task=%s", job.id, job.task_name)
+                        job.mark_lease_lost()
+        finally:
+            connection.close()
+
+    # Shutdown.
+
+    def _shut_down(self) -> None:
+        with self._lock:
+            self._stopping.set()
+        self._hand_back_unstarted()
+        for _ in self._threads:
+            self._ready.put(None)
+        deadline = time.monotonic() + self.shutdown_timeout
+        for thread in self._threads:
+            while thread.is_alive() and not self._aborting.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                thread.join(min(remaining, 0.1))
+        # Threads that saw the stop hand their job back through the queue.
+        self._hand_back_unstarted()
+        self._give_up_running()
+        self._heartbeat_done.set()
+        connections[self.using].close()
+
+    def _hand_back_unstarted(self) -> None:
+        unstarted: list[ClaimedJob] = []
+        while True:
+            try:
+                job = self._ready.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                unstarted.append(job)
+        if not unstarted:
+            return
+        try:
+            retry_while_locked(lambda: release(unstarted, self.using), give_up_after=5)
+        except DatabaseError:
+            logger.exception("could not hand back unstarted jobs; their leases will expire")
+            return
+        with self._lock:
+            for job in unstarted:
+                self._held.pop(job.id, None)
+        logger.info("handed back unstarted jobs count=%s worker=%s", len(unstarted), self.worker_id)
+
+    def _give_up_running(self) -> None:
+        """Record jobs still running at the end as failed attempts, so they rerun soon."""
+        if self._aborting.is_set():
+            # Exiting at once: the leases expire and the jobs run again elsewhere.
+            return
+        with self._lock:
+            running = [self._held[job_id] for job_id in self._started if job_id in self._held]
+        for job in running:
+            error = (
+                f"Worker {self.worker_id} shut down after waiting {self.shutdown_timeout}s "
+                "for the job to finish."
+            )
+            retry_in = 0.0 if job.attempt < job.max_attempts else None
+            try:
+                retry_while_locked(
+                    lambda job=job, error=error, retry_in=retry_in: record_failure(  # type: ignore[misc]
+                        job_id=job.id,
+                        lease_token=job.lease_token,
+                        attempt=job.attempt,
+                        worker_id=self.worker_id,
+                        failure=Failure(error=error, retry_in=retry_in),
+                        history_limit=self.history_limit,
+                        using=self.using,
+                    ),
+                    give_up_after=2,
+                )
+            except DatabaseError:
+                logger.warning("could not give back job=%s; its lease will expire", job.id)
+            else:
+                logger.warning("gave back a job still running at shutdown job=%s", job.id)

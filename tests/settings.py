@@ -1,0 +1,65 @@
+"""Settings for the test suite. DATABASE_URL picks the database (default: a SQLite file)."""
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent
+env = environ.Env()
+
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{BASE_DIR.parent / '.test-databases' / 'outbox.sqlite3'}")
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory: worker threads and worker processes must see the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR.parent / ".test-databases" / "test-outbox.sqlite3")}
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+# Worker processes started by the tests use the test database the suite created.
+if os.environ.get("OUTBOX_TEST_DATABASE_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["OUTBOX_TEST_DATABASE_NAME"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_outbox",
+    "tests.testapp",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+ROOT_URLCONF = "tests.urls"
+SECRET_KEY = "tests-only"
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+OUTBOX = {
+    # Short, so tests of lease expiry and retries finish quickly.
+    "LEASE_SECONDS": float(os.environ.get("OUTBOX_TEST_LEASE_SECONDS", 4)),
+    "HEARTBEAT_SECONDS": float(os.environ.get("OUTBOX_TEST_HEARTBEAT_SECONDS", 1)),
+    "POLL_SECONDS": 0.05,
+    "SHUTDOWN_TIMEOUT": 10,
+    "RETRY": {"BASE_DELAY": 0.0, "MAX_DELAY": 0.0, "JITTER": 0.0},
+}

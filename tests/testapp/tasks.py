@@ -1,0 +1,78 @@
+"""Tasks the tests enqueue. A worker process imports these through autodiscovery."""
+
+import os
+import time
+from pathlib import Path
+
+from django_outbox import GIVE_UP, RetryPolicy, current_job, task
+
+from .models import Note
+
+
+@task
+def noop(payload):
+    return None
+
+
+@task(queue="emails", max_attempts=10)
+def write_note(payload):
+    Note.objects.create(text=payload["text"], job_id=current_job().id)
+
+
+@task(max_attempts=3)
+def always_fails(payload):
+    Note.objects.create(text="written before failing")
+    raise RuntimeError(payload.get("message", "boom") if payload else "boom")
+
+
+@task(max_attempts=3)
+def fails_once(payload):
+    if current_job().attempt == 1:
+        raise ConnectionError("first attempt fails")
+    Note.objects.create(text="second attempt")
+
+
+class RateLimited(Exception):
+    def __init__(self, retry_after):
+        super().__init__(f"rate limited, retry after {retry_after}s")
+        self.retry_after = retry_after
+
+
+class BadRequest(Exception):
+    pass
+
+
+def honour_retry_after(job, exc):
+    if isinstance(exc, RateLimited):
+        return exc.retry_after
+    if isinstance(exc, BadRequest):
+        return GIVE_UP
+    return None
+
+
+@task(max_attempts=5, retry_strategy=honour_retry_after, retry=RetryPolicy(base_delay=0, jitter=0))
+def calls_api(payload):
+    if payload["error"] == "rate":
+        raise RateLimited(payload["retry_after"])
+    if payload["error"] == "bad":
+        raise BadRequest("400")
+    raise ValueError("other")
+
+
+@task(max_attempts=5, give_up_on=(KeyError,))
+def gives_up_on_key_error(payload):
+    raise KeyError("missing")
+
+
+@task(atomic=False)
+def non_atomic_note(payload):
+    Note.objects.create(text=payload["text"])
+
+
+@task(max_attempts=5)
+def record_run(payload):
+    """Append this run to a file, then (optionally) sleep: process tests count the runs."""
+    with Path(payload["log"]).open("a") as log:
+        log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
+    if payload.get("sleep"):
+        time.sleep(payload["sleep"])
