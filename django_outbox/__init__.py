@@ -55,10 +55,10 @@ def enqueue(
 ) -> Job:
     """Write a job for ``task`` (a Task or its registered name) in the caller's transaction.
 
-    See ``django_outbox.enqueue.enqueue``.
+    See ``django_outbox.enqueuing.enqueue``.
     """
     # Imported here: the models can't be imported before Django's app registry is ready, and
     # this package is imported while INSTALLED_APPS loads.
-    from .enqueue import enqueue as enqueue_job
+    from .enqueuing import enqueue as enqueue_job
 
     return enqueue_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)

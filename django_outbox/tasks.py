@@ -127,7 +127,7 @@ class Task:
         ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
         ``priority`` and ``queue`` override the task's.
         """
-        from .enqueue import enqueue
+        from .enqueuing import enqueue
 
         return enqueue(self, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
 

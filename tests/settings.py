@@ -9,11 +9,16 @@ BASE_DIR = Path(__file__).resolve().parent
 env = environ.Env()
 
 DATABASES = {
-    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{BASE_DIR.parent / '.test-databases' / 'outbox.sqlite3'}")
+    "default": env.db_url(
+        "DATABASE_URL",
+        default=f"sqlite:///{BASE_DIR.parent / '.test-databases' / 'outbox.sqlite3'}",
+    )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory: worker threads and worker processes must see the same database.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR.parent / ".test-databases" / "test-outbox.sqlite3")}
+    name = Path(DATABASES["default"]["NAME"])
+    name.parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["TEST"] = {"NAME": str(name.with_name(f"test-{name.name}"))}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
 # Worker processes started by the tests use the test database the suite created.
 if os.environ.get("OUTBOX_TEST_DATABASE_NAME"):

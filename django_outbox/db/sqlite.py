@@ -19,6 +19,9 @@ from .rows import CLAIM_COLUMNS, claimed_jobs
 TABLE = Job._meta.db_table
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
 NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+# SQLite's clock has millisecond precision ('...26.074') but Django writes microseconds
+# ('...26.074000'), which sorts after it: compare due times with the end of this millisecond.
+DUE_BY = f"{NOW} || '999'"
 
 CLAIM_SQL = f"""
 UPDATE {TABLE}
@@ -32,7 +35,7 @@ SET status = '{JobStatus.RUNNING}',
 WHERE id IN (
     SELECT id FROM {TABLE}
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
-      AND run_at <= {NOW}
+      AND run_at <= {DUE_BY}
       {{queue_filter}}
     ORDER BY priority DESC, run_at, id
     LIMIT ?

@@ -1,6 +1,7 @@
 """Tasks the tests enqueue. A worker process imports these through autodiscovery."""
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -76,3 +77,38 @@ def record_run(payload):
         log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
     if payload.get("sleep"):
         time.sleep(payload["sleep"])
+
+
+@task(max_attempts=5)
+def sleeps_on_first_attempt(payload):
+    """Like record_run, but sleep only on attempt 1: a rescued job's second run is quick."""
+    with Path(payload["log"]).open("a") as log:
+        log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
+    if current_job().attempt == 1:
+        time.sleep(payload["sleep"])
+
+
+@task(atomic=False, max_attempts=2)
+def non_atomic_fails(payload):
+    Note.objects.create(text="kept although the job failed")
+    raise RuntimeError("after the write")
+
+
+# Lets a test hold a handler mid-run (same process only).
+handler_started = threading.Event()
+handler_may_finish = threading.Event()
+lease_lost_seen: list[bool] = []
+
+
+@task(max_attempts=3)
+def waits_for_test(payload):
+    Note.objects.create(text="written by a handler that waits", job_id=current_job().id)
+    handler_started.set()
+    if not handler_may_finish.wait(timeout=30):
+        raise TimeoutError("the test never let the handler finish")
+    lease_lost_seen.append(current_job().lease_lost)
+
+
+@task
+def records_order(payload):
+    Note.objects.create(text=payload["label"])

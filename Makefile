@@ -1,0 +1,65 @@
+# django-outbox: `make demo` runs the example on SQLite; `make test` runs the whole suite.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Django 6.x needs Python >= 3.12; Django 5.2 LTS is tested on the oldest Python it supports here.
+PYTHON ?= $(shell .ci/find-python 3.12 3.13)
+PYTHON_LTS ?= $(shell .ci/find-python 3.10 3.11 3.12)
+VENV := .venv
+VENV_LTS := .venv-django52
+PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox
+SQLITE_URL ?= sqlite:///$(CURDIR)/.test-databases/outbox.sqlite3
+PYTEST_ARGS ?=
+
+.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts demo clean
+
+help:
+	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
+	@echo "make test   lint, type-check, and the suite on SQLite and PostgreSQL (Django 6 and 5.2)"
+
+$(VENV)/.installed: pyproject.toml
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e ".[dev]" "django>=6.0,<7"
+	touch $@
+
+$(VENV_LTS)/.installed: pyproject.toml
+	rm -rf $(VENV_LTS)
+	$(PYTHON_LTS) -m venv $(VENV_LTS)
+	$(VENV_LTS)/bin/pip install --quiet --upgrade pip
+	$(VENV_LTS)/bin/pip install --quiet -e ".[dev]" "django>=5.2,<5.3"
+	touch $@
+
+install: $(VENV)/.installed
+install-lts: $(VENV_LTS)/.installed
+
+postgres:
+	@.ci/ensure-postgres
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy django_outbox
+	DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
+
+test-sqlite: install
+	DATABASE_URL=$(SQLITE_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-postgresql: install postgres
+	DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# Django 5.2 LTS on both databases, the slow process tests left to the main legs.
+test-lts: install-lts postgres
+	DATABASE_URL=$(SQLITE_URL) $(VENV_LTS)/bin/pytest -m "not process" $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL)_lts $(VENV_LTS)/bin/pytest -m "not process" $(PYTEST_ARGS)
+
+test: lint test-sqlite test-postgresql test-lts
+
+demo: install
+	cd example_project && rm -f demo.sqlite3 demo.sqlite3-wal demo.sqlite3-shm \
+	  && ../$(VENV)/bin/python manage.py migrate --verbosity 0 \
+	  && ../$(VENV)/bin/python manage.py demo
+
+clean:
+	rm -rf $(VENV) $(VENV_LTS) .test-databases .mypy_cache .ruff_cache *.egg-info

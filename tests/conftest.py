@@ -1,0 +1,75 @@
+"""Fixtures shared by the suite. Tests run on the database DATABASE_URL names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from django_outbox.worker import Worker, WorkerStats
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL=postgres://...)")
+    if connection.vendor != "postgresql":
+        for item in items:
+            if "postgresql" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def second_connection(transactional_db: None) -> Iterator[BaseDatabaseWrapper]:
+    """A separate connection to the test database, as another process would have."""
+    other = connections.create_connection("default")
+    other.settings_dict = dict(connection.settings_dict)
+    try:
+        yield other
+    finally:
+        other.close()
+
+
+def count_jobs_from(other: BaseDatabaseWrapper) -> int:
+    with other.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM django_outbox_job")
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+def run_worker(**options: object) -> WorkerStats:
+    """Run a burst worker in this process until nothing is runnable."""
+    options.setdefault("burst", True)
+    options.setdefault("concurrency", 2)
+    return Worker(**options).run()  # type: ignore[arg-type]
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """Environment for a worker subprocess that uses the suite's test database."""
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        OUTBOX_TEST_DATABASE_NAME=str(connection.settings_dict["NAME"]),
+        PYTHONPATH=str(REPO),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+def start_worker_process(*args: str, **env: str) -> subprocess.Popen[str]:
+    """Start ``manage.py run_outbox_worker ARGS`` against the test database."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "run_outbox_worker", *args],
+        cwd=REPO,
+        env=worker_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
