@@ -17,16 +17,15 @@ help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
 	@echo "make test   lint, type-check, and the suite on SQLite and PostgreSQL (Django 6 and 5.2)"
 
+# Created once; reinstalled in place when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
-	rm -rf $(VENV)
-	$(PYTHON) -m venv $(VENV)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e ".[dev]" "django>=6.0,<7"
 	touch $@
 
 $(VENV_LTS)/.installed: pyproject.toml
-	rm -rf $(VENV_LTS)
-	$(PYTHON_LTS) -m venv $(VENV_LTS)
+	test -x $(VENV_LTS)/bin/python || $(PYTHON_LTS) -m venv $(VENV_LTS)
 	$(VENV_LTS)/bin/pip install --quiet --upgrade pip
 	$(VENV_LTS)/bin/pip install --quiet -e ".[dev]" "django>=5.2,<5.3"
 	touch $@

@@ -114,7 +114,6 @@ class Job(models.Model):
                 name="outbox_job_lease",
                 condition=Q(status=JobStatus.RUNNING),
             ),
-            models.Index(F("status"), F("queue"), name="outbox_job_status_queue"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -112,3 +112,13 @@ def waits_for_test(payload):
 @task
 def records_order(payload):
     Note.objects.create(text=payload["label"])
+
+
+@task(atomic=False, max_attempts=3)
+def waits_for_test_non_atomic(payload):
+    """Like waits_for_test, outside a transaction (so SQLite's write lock stays free)."""
+    Note.objects.create(text="written by a non-atomic handler that waits")
+    handler_started.set()
+    if not handler_may_finish.wait(timeout=30):
+        raise TimeoutError("the test never let the handler finish")
+    lease_lost_seen.append(current_job().lease_lost)
