@@ -16,7 +16,6 @@ from django.utils.translation import ngettext
 from .models import Job
 from .transitions import retry_failed
 
-
 if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
 else:

@@ -88,7 +88,11 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
             continue
         if not isinstance(options, dict):
             errors.append(
-                Error(f"OUTBOX['QUEUES'][{name!r}] must be a dict.", hint=hint, id="django_outbox.E008")
+                Error(
+                    f"OUTBOX['QUEUES'][{name!r}] must be a dict.",
+                    hint=hint,
+                    id="django_outbox.E008",
+                )
             )
             continue
         unknown = sorted(set(options) - QUEUE_KEYS)
@@ -201,6 +205,8 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
 
 
 @register(Tags.compatibility)
-def check_outbox_setting(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+def check_outbox_setting(
+    app_configs: Iterable[Any] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
     """Validate ``settings.OUTBOX``."""
     return outbox_setting_errors(getattr(settings, "OUTBOX", {}))

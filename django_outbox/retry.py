@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
-    from .context import JobContext
+    from .context import ClaimedJob
 
 
 class _GiveUp:
@@ -23,7 +23,7 @@ GIVE_UP: Final = _GiveUp()
 #: What a ``retry_strategy(job, exc)`` may return: a delay before the next attempt (a timedelta
 #: or seconds), ``GIVE_UP``, or ``None`` to fall back on the task's backoff policy.
 RetryDecision = datetime.timedelta | float | int | _GiveUp | None
-RetryStrategy = Callable[["JobContext", BaseException], RetryDecision]
+RetryStrategy = Callable[["ClaimedJob", BaseException], RetryDecision]
 
 
 @dataclass(frozen=True)

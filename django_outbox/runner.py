@@ -29,7 +29,9 @@ class Outcome(enum.Enum):
     LEASE_LOST = "lease_lost"
 
 
-def retry_delay(task: Task | None, job: ClaimedJob, exc: BaseException, fallback: RetryPolicy) -> tuple[float | None, str]:
+def retry_delay(
+    task: Task | None, job: ClaimedJob, exc: BaseException, fallback: RetryPolicy
+) -> tuple[float | None, str]:
     """Return (seconds until the next attempt or None to fail now, a note for the error text)."""
     if job.attempt >= job.max_attempts:
         return None, ""
@@ -40,7 +42,9 @@ def retry_delay(task: Task | None, job: ClaimedJob, exc: BaseException, fallback
     note = ""
     if task.retry_strategy is not None:
         try:
-            decision = decision_delay(task.retry_strategy(job, exc), f"retry_strategy of {task.name}")
+            decision = decision_delay(
+                task.retry_strategy(job, exc), f"retry_strategy of {task.name}"
+            )
         except Exception as strategy_error:
             logger.exception("retry_strategy failed job=%s task=%s", job.id, task.name)
             decision = None
@@ -89,7 +93,7 @@ def run_job(job: ClaimedJob, *, using: str, history_limit: int, fallback: RetryP
     except LeaseLostError as lost:
         logger.warning("lease lost job=%s task=%s: %s", job.id, job.task_name, lost)
         return Outcome.LEASE_LOST
-    except BaseException as exc:  # noqa: BLE001 - any handler error fails the job, not the thread.
+    except BaseException as exc:
         return _fail(job, task, exc, traceback.format_exc(), using, history_limit, fallback)
     finally:
         reset_current_job(context)
@@ -119,20 +123,30 @@ def _fail(
         using=using,
     )
     if status is None:
-        logger.warning("lease lost job=%s task=%s; failure not recorded: %s", job.id, job.task_name, error)
+        logger.warning(
+            "lease lost job=%s task=%s; failure not recorded: %s", job.id, job.task_name, error
+        )
         return Outcome.LEASE_LOST
     outcome: Literal[Outcome.RETRYING, Outcome.FAILED]
     if status == JobStatus.RETRYING:
         outcome = Outcome.RETRYING
         logger.warning(
             "job will retry job=%s task=%s attempt=%s retry_in=%.1fs error=%s",
-            job.id, job.task_name, job.attempt, retry_in, error,
+            job.id,
+            job.task_name,
+            job.attempt,
+            retry_in,
+            error,
         )
         signals.job_retrying.send(sender=task, job=job, error=error)
     else:
         outcome = Outcome.FAILED
         logger.error(
-            "job failed job=%s task=%s attempt=%s error=%s", job.id, job.task_name, job.attempt, error
+            "job failed job=%s task=%s attempt=%s error=%s",
+            job.id,
+            job.task_name,
+            job.attempt,
+            error,
         )
         signals.job_failed.send(sender=task, job=job, error=error)
     return outcome

@@ -80,7 +80,9 @@ class Task:
             raise InvalidTaskError(f"{where}: retry must be a django_outbox.RetryPolicy.")
         if self.retry_strategy is not None and not callable(self.retry_strategy):
             raise InvalidTaskError(f"{where}: retry_strategy must be callable(job, exc).")
-        if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.give_up_on):
+        if not all(
+            isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.give_up_on
+        ):
             raise InvalidTaskError(f"{where}: give_up_on must be a tuple of exception classes.")
 
     def __repr__(self) -> str:

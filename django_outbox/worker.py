@@ -18,6 +18,8 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from types import ModuleType
 
 from django.db import DatabaseError, connections
 
@@ -66,7 +68,9 @@ class Worker:
         self.concurrency = concurrency or outbox.concurrency
         self.burst = burst
         self.max_jobs = max_jobs
-        self.shutdown_timeout = outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
+        self.shutdown_timeout = (
+            outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
+        )
         self.worker_id = worker_id or default_worker_id()
         self.lease_seconds = outbox.lease_seconds
         self.heartbeat_seconds = outbox.heartbeat_seconds
@@ -116,7 +120,9 @@ class Worker:
         queries.prepare_worker_connection(connections[self.using])
         logger.info(
             "worker started worker=%s queues=%s concurrency=%s",
-            self.worker_id, ",".join(self.queues) or "*", self.concurrency,
+            self.worker_id,
+            ",".join(self.queues) or "*",
+            self.concurrency,
         )
         self._start_threads()
         next_rescue = 0.0
@@ -150,10 +156,10 @@ class Worker:
             free = min(free, self.max_jobs - self.stats.claimed)
         return free
 
-    def _claim(self, queries: object, limit: int) -> list[ClaimedJob]:
+    def _claim(self, queries: ModuleType, limit: int) -> list[ClaimedJob]:
         try:
             jobs: list[ClaimedJob] = retry_while_locked(
-                lambda: queries.claim(  # type: ignore[attr-defined]
+                lambda: queries.claim(
                     connections[self.using], self.worker_id, self.queues, limit, self.lease_seconds
                 ),
                 stopping=self._stopping.is_set,
@@ -161,7 +167,9 @@ class Worker:
         except DatabaseError:
             # The database went away or is busy beyond patience: keep the worker alive and retry
             # after a pause; the claim was one statement, so nothing is half-done.
-            logger.exception("claim failed worker=%s; retrying after %ss", self.worker_id, self.poll_seconds)
+            logger.exception(
+                "claim failed worker=%s; retrying after %ss", self.worker_id, self.poll_seconds
+            )
             connections[self.using].close()
             return []
         with self._lock:
@@ -183,7 +191,9 @@ class Worker:
             connections[self.using].close()
             return
         if rescued:
-            logger.warning("took back jobs with expired leases count=%s worker=%s", rescued, self.worker_id)
+            logger.warning(
+                "took back jobs with expired leases count=%s worker=%s", rescued, self.worker_id
+            )
 
     # Threads.
 
@@ -222,7 +232,10 @@ class Worker:
             connection.close_if_unusable_or_obsolete()
             queries_for(connection).prepare_worker_connection(connection)
             outcome = run_job(
-                job, using=self.using, history_limit=self.history_limit, fallback=self.fallback_policy
+                job,
+                using=self.using,
+                history_limit=self.history_limit,
+                fallback=self.fallback_policy,
             )
         except Exception:
             # Recording the outcome failed (the database went away): the lease will expire and
@@ -246,7 +259,7 @@ class Worker:
                     continue
                 try:
                     lost = retry_while_locked(
-                        lambda: extend_leases(held, self.lease_seconds, self.using),
+                        partial(extend_leases, held, self.lease_seconds, self.using),
                         give_up_after=self.heartbeat_seconds,
                     )
                 except DatabaseError:
@@ -317,7 +330,8 @@ class Worker:
             retry_in = 0.0 if job.attempt < job.max_attempts else None
             try:
                 retry_while_locked(
-                    lambda job=job, error=error, retry_in=retry_in: record_failure(  # type: ignore[misc]
+                    partial(
+                        record_failure,
                         job_id=job.id,
                         lease_token=job.lease_token,
                         attempt=job.attempt,

@@ -28,9 +28,13 @@ def test_inside_the_atomic_block_no_other_connection_sees_the_job(second_connect
 
 
 def test_a_rolled_back_transaction_leaves_no_job(second_connection):
-    with pytest.raises(ZeroDivisionError), transaction.atomic():
-        tasks.write_note.enqueue({"text": "welcome"})
-        1 / 0  # noqa: B018 - the caller's code fails after enqueueing.
+    def sign_up_then_fail():
+        with transaction.atomic():
+            tasks.write_note.enqueue({"text": "welcome"})
+            raise ZeroDivisionError  # The caller's code fails after enqueueing.
+
+    with pytest.raises(ZeroDivisionError):
+        sign_up_then_fail()
     assert count_jobs_from(second_connection) == 0
     assert not Job.objects.exists()
 

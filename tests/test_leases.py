@@ -108,7 +108,7 @@ def held_handler(settings):
 
 def test_heartbeats_extend_the_leases_of_running_jobs(held_handler):
     # Non-atomic: an atomic handler on SQLite holds the write lock, and the test reads only.
-    job, worker = held_handler(tasks.waits_for_test_non_atomic)
+    job, _worker = held_handler(tasks.waits_for_test_non_atomic)
     first = Job.objects.get(pk=job.pk).lease_expires_at
     wait_until(lambda: Job.objects.get(pk=job.pk).lease_expires_at > first)
     tasks.handler_may_finish.set()

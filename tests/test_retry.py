@@ -38,9 +38,7 @@ def test_invalid_policies_are_refused(options):
 
 
 def test_policy_from_the_setting():
-    policy = RetryPolicy.from_setting(
-        {"BASE_DELAY": 3, "FACTOR": 3, "MAX_DELAY": 60, "JITTER": 0}
-    )
+    policy = RetryPolicy.from_setting({"BASE_DELAY": 3, "FACTOR": 3, "MAX_DELAY": 60, "JITTER": 0})
     assert [policy.delay(n) for n in (1, 2, 3, 4)] == [3, 9, 27, 60]
 
 

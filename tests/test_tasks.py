@@ -82,5 +82,5 @@ def test_invalid_options_are_refused_at_declaration(options, message):
 
 
 def test_unknown_names_raise_with_the_known_ones():
-    with pytest.raises(UnknownTaskError, match="No task is registered as 'nope'.*noop"):
+    with pytest.raises(UnknownTaskError, match=r"No task is registered as 'nope'.*noop"):
         get_task("nope")

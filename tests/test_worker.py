@@ -130,7 +130,9 @@ def test_non_atomic_jobs_keep_their_writes_when_they_fail():
 
 
 def test_a_job_of_an_unknown_task_fails_clearly_and_the_worker_goes_on():
-    stranger = Job.objects.create(task_name="billing.tasks.renamed", queue="default", max_attempts=2)
+    stranger = Job.objects.create(
+        task_name="billing.tasks.renamed", queue="default", max_attempts=2
+    )
     good = tasks.write_note.enqueue({"text": "still runs"})
     run_worker()
     stranger.refresh_from_db()
@@ -183,7 +185,8 @@ def test_lifecycle_signals_are_sent():
         return receiver
 
     receivers = {
-        name: record(name) for name in ("job_started", "job_succeeded", "job_retrying", "job_failed")
+        name: record(name)
+        for name in ("job_started", "job_succeeded", "job_retrying", "job_failed")
     }
     for name, receiver in receivers.items():
         getattr(signals, name).connect(receiver)

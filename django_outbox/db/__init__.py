@@ -39,7 +39,10 @@ def is_lock_error(exc: BaseException) -> bool:
 
 
 def retry_while_locked(
-    operation: Callable[[], T], *, give_up_after: float = 120.0, stopping: Callable[[], bool] | None = None
+    operation: Callable[[], T],
+    *,
+    give_up_after: float = 120.0,
+    stopping: Callable[[], bool] | None = None,
 ) -> T:
     """Run ``operation``, again after a pause while SQLite reports the database locked.
 

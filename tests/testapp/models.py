@@ -6,3 +6,6 @@ class Note(models.Model):
 
     text = models.CharField(max_length=200)
     job_id = models.BigIntegerField(null=True)
+
+    def __str__(self) -> str:
+        return self.text

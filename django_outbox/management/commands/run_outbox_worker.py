@@ -47,24 +47,35 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "--queue", action="append", dest="queues", default=[], metavar="NAME",
+            "--queue",
+            action="append",
+            dest="queues",
+            default=[],
+            metavar="NAME",
             help="Run jobs of this queue; repeat for several. Default: every queue.",
         )
         parser.add_argument(
-            "--concurrency", type=positive_int, default=None,
+            "--concurrency",
+            type=positive_int,
+            default=None,
             help="Threads running jobs, each with its own database connection. "
             "Default: OUTBOX['CONCURRENCY'] (4).",
         )
         parser.add_argument(
-            "--burst", action="store_true",
+            "--burst",
+            action="store_true",
             help="Exit once no job is runnable now (jobs scheduled later are left).",
         )
         parser.add_argument(
-            "--max-jobs", type=positive_int, default=None,
+            "--max-jobs",
+            type=positive_int,
+            default=None,
             help="Exit after running this many jobs.",
         )
         parser.add_argument(
-            "--shutdown-timeout", type=non_negative_seconds, default=None,
+            "--shutdown-timeout",
+            type=non_negative_seconds,
+            default=None,
             help="Seconds running jobs get to finish after a stop signal. "
             "Default: OUTBOX['SHUTDOWN_TIMEOUT'] (30).",
         )
