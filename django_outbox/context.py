@@ -15,7 +15,9 @@ _current_job: ContextVar[ClaimedJob | None] = ContextVar("django_outbox_current_
 class ClaimedJob:
     """One attempt at a job, as the claim returned it.
 
-    ``lease_token`` is new for every attempt: pass it to other systems as an idempotency key.
+    ``id`` is the same on every attempt: key calls to other systems on it to make them happen
+    once per job. ``lease_token`` is new for every attempt and fences its writes; it serves as
+    an idempotency key for one attempt.
     """
 
     id: int

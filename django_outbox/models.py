@@ -72,7 +72,7 @@ class Job(models.Model):
     attempts = models.PositiveIntegerField(_("attempts"), default=0)
     max_attempts = models.PositiveIntegerField(_("max attempts"))
     # A new token for every claim: writes about an attempt match it, so a worker that lost its
-    # lease cannot overwrite the new owner's state. Handlers may use it as an idempotency key.
+    # lease cannot overwrite the new owner's state. A per-attempt idempotency key too.
     lease_token = models.UUIDField(_("lease token"), null=True, blank=True)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
     worker_id = models.CharField(_("worker"), max_length=255, blank=True)

@@ -45,7 +45,9 @@ class WorkerStats:
     outcomes: Counter[Outcome] = field(default_factory=Counter)
 
     def __str__(self) -> str:
-        parts = ", ".join(f"{self.outcomes[outcome]} {outcome.value}" for outcome in Outcome)
+        parts = ", ".join(
+            f"{self.outcomes[outcome]} {outcome.value.replace('_', ' ')}" for outcome in Outcome
+        )
         return f"{self.claimed} claimed: {parts}"
 
 
@@ -116,6 +118,12 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Claim and run jobs until stopped (or, with burst/max_jobs, until done)."""
+        if connections[self.using].in_atomic_block:
+            # The worker reconfigures and closes this thread's connection, and commits on it.
+            raise RuntimeError(
+                "Worker.run() was called inside an atomic block; run workers outside of "
+                "transactions (e.g. from a thread or process of their own)."
+            )
         queries = queries_for(connections[self.using])
         queries.prepare_worker_connection(connections[self.using])
         logger.info(

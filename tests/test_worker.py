@@ -225,3 +225,12 @@ def test_handlers_see_a_lease_token_per_attempt():
     assert len(tokens) == 2
     assert all(isinstance(token, uuid.UUID) for token in tokens)
     assert tokens[0] != tokens[1]
+
+
+def test_a_worker_refuses_to_run_inside_the_callers_transaction():
+    from django.db import transaction
+
+    from django_outbox.worker import Worker
+
+    with transaction.atomic(), pytest.raises(RuntimeError, match="inside an atomic block"):
+        Worker(burst=True).run()

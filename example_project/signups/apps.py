@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SignupsConfig(AppConfig):
+    name = "signups"
+    verbose_name = "Signups"
