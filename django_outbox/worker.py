@@ -189,7 +189,9 @@ class Worker:
         return jobs
 
     def _rescue(self) -> None:
+        connection = connections[self.using]
         try:
+            queries_for(connection).prepare_worker_connection(connection)
             rescued = retry_while_locked(
                 lambda: rescue_expired_leases(self.using, self.history_limit),
                 stopping=self._stopping.is_set,

@@ -67,10 +67,19 @@ def claim(
     return claimed_jobs(rows, worker_id)
 
 
+# Databases switched to WAL by this process: the mode is stored in the database file.
+_wal_databases: set[str] = set()
+
+
 def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:
-    """Use WAL (readers don't block the writer) and IMMEDIATE transactions on this connection."""
-    connection.ensure_connection()
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA journal_mode=WAL")
-    # Read again by Django when it opens a new connection, so set it on every job transaction.
+    """Use WAL (readers don't block the writer) and IMMEDIATE transactions on this connection.
+
+    Cheap enough to call before every transaction: Django resets the transaction mode from the
+    settings whenever it reconnects.
+    """
+    name = str(connection.settings_dict["NAME"])
+    if name not in _wal_databases:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        _wal_databases.add(name)
     connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]
