@@ -11,6 +11,9 @@ from django.core.checks import CheckMessage, Error, Tags, register
 from .conf import DEFAULTS, QUEUE_KEYS, RETRY_KEYS
 
 QUEUE_NAME_MAX_LENGTH = 100
+#: Ranges of the integer columns these settings end up in.
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+MAX_ATTEMPTS_MAX = 2**31 - 1
 
 POSITIVE_NUMBERS = ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS")
 NON_NEGATIVE_NUMBERS = ("SHUTDOWN_TIMEOUT",)
@@ -24,6 +27,29 @@ def queue_name_error(name: object) -> str | None:
         return f"A queue name must be a non-empty string, not {name!r}."
     if len(name) > QUEUE_NAME_MAX_LENGTH:
         return f"Queue name {name[:20]!r}... is longer than {QUEUE_NAME_MAX_LENGTH} characters."
+    return None
+
+
+def priority_error(priority: object) -> str | None:
+    """Return why ``priority`` is not a usable priority, or ``None`` when it is."""
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        return f"priority must be an integer, not {priority!r}."
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        return f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, not {priority}."
+    return None
+
+
+def max_attempts_error(max_attempts: object) -> str | None:
+    """Return why ``max_attempts`` is not usable, or ``None`` when it is."""
+    if not (
+        isinstance(max_attempts, int)
+        and not isinstance(max_attempts, bool)
+        and 1 <= max_attempts <= MAX_ATTEMPTS_MAX
+    ):
+        return (
+            f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS_MAX} (the first run "
+            f"counts; 1 means never retry), not {max_attempts!r}."
+        )
     return None
 
 
@@ -104,20 +130,18 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
                     id="django_outbox.E008",
                 )
             )
-        if "MAX_ATTEMPTS" in options and not (
-            _is_integer(options["MAX_ATTEMPTS"]) and options["MAX_ATTEMPTS"] >= 1
-        ):
+        if "MAX_ATTEMPTS" in options and (problem := max_attempts_error(options["MAX_ATTEMPTS"])):
             errors.append(
                 Error(
-                    f"OUTBOX['QUEUES'][{name!r}]['MAX_ATTEMPTS'] must be an integer >= 1.",
+                    f"OUTBOX['QUEUES'][{name!r}]['MAX_ATTEMPTS']: {problem}",
                     hint="The first run counts as an attempt: 1 means never retry.",
                     id="django_outbox.E008",
                 )
             )
-        if "PRIORITY" in options and not _is_integer(options["PRIORITY"]):
+        if "PRIORITY" in options and (problem := priority_error(options["PRIORITY"])):
             errors.append(
                 Error(
-                    f"OUTBOX['QUEUES'][{name!r}]['PRIORITY'] must be an integer.",
+                    f"OUTBOX['QUEUES'][{name!r}]['PRIORITY']: {problem}",
                     hint="Higher priorities run first; the default is 0.",
                     id="django_outbox.E008",
                 )
@@ -148,7 +172,8 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
             )
         )
     merged = {**DEFAULTS, **user}
-    if merged["DATABASE"] not in settings.DATABASES:
+    database = merged["DATABASE"]
+    if not isinstance(database, str) or database not in settings.DATABASES:
         errors.append(
             Error(
                 f"OUTBOX['DATABASE'] is {merged['DATABASE']!r}, which is not in DATABASES.",
@@ -170,11 +195,14 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
             )
     for key in POSITIVE_INTEGERS + NON_NEGATIVE_INTEGERS:
         value = merged[key]
-        if not (_is_integer(value) and value >= (1 if key in POSITIVE_INTEGERS else 0)):
+        if not (
+            _is_integer(value)
+            and (1 if key in POSITIVE_INTEGERS else 0) <= value <= MAX_ATTEMPTS_MAX
+        ):
             errors.append(
                 Error(
                     f"OUTBOX['{key}'] is {value!r}; it must be an integer "
-                    f"{'>= 1' if key in POSITIVE_INTEGERS else '>= 0'}.",
+                    f"from {'1' if key in POSITIVE_INTEGERS else '0'} to {MAX_ATTEMPTS_MAX}.",
                     hint=f"The default is {DEFAULTS[key]}.",
                     id="django_outbox.E005",
                 )

@@ -78,10 +78,9 @@ class OutboxSettings:
 _cached: OutboxSettings | None = None
 
 
-def user_settings() -> dict[str, Any]:
-    """Return ``settings.OUTBOX`` as given (an empty dict when unset)."""
-    value = getattr(settings, "OUTBOX", {})
-    return value if isinstance(value, dict) else {}
+def user_settings() -> Any:
+    """Return ``settings.OUTBOX`` as given (an empty dict when unset), valid or not."""
+    return getattr(settings, "OUTBOX", {})
 
 
 def get_settings() -> OutboxSettings:
@@ -92,7 +91,7 @@ def get_settings() -> OutboxSettings:
     return _cached
 
 
-def _build(user: dict[str, Any]) -> OutboxSettings:
+def _build(user: Any) -> OutboxSettings:
     # The system checks report bad values with hints; this guard keeps code that runs without
     # checks (a script, a test) from carrying on with a value the checks would reject.
     from .checks import outbox_setting_errors

@@ -13,13 +13,13 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from .checks import queue_name_error
+from .checks import priority_error, queue_name_error
 from .conf import get_settings
 from .exceptions import EnqueueError
 from .models import Job
 from .registry import get_task
 from .serialization import encode
-from .tasks import Task, priority_error
+from .tasks import Task
 
 
 def _run_at(
@@ -84,8 +84,8 @@ def build_job(
         task_name=task.name,
         queue=queue,
         payload=encode(payload),
-        priority=task.priority if priority is None else priority,
-        max_attempts=task.max_attempts,
+        priority=task.priority_for(queue) if priority is None else priority,
+        max_attempts=task.max_attempts_for(queue),
     )
     when = _run_at(delay, run_at)
     if when is not None:

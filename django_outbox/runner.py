@@ -53,7 +53,7 @@ def retry_delay(
             return None, "retry_strategy gave up."
         if decision is not None:
             return float(decision), note
-    return task.retry_policy.delay(job.attempt), note
+    return task.retry_policy_for(job.queue).delay(job.attempt), note
 
 
 def _describe(exc: BaseException) -> str:

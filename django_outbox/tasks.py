@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from . import registry
-from .checks import queue_name_error
+from .checks import max_attempts_error, priority_error, queue_name_error
 from .conf import get_settings
 from .exceptions import InvalidTaskError
 from .retry import RetryPolicy, RetryStrategy
@@ -15,8 +15,6 @@ from .retry import RetryPolicy, RetryStrategy
 if TYPE_CHECKING:
     from .models import Job
 
-#: Range of the priority column (a 32-bit integer).
-PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 TASK_NAME_MAX_LENGTH = 255
 
 Handler = Callable[[Any], Any]
@@ -63,15 +61,8 @@ class Task:
             )
         if self._queue is not None and (problem := queue_name_error(self._queue)):
             raise InvalidTaskError(f"{where}: {problem}")
-        if self._max_attempts is not None and not (
-            isinstance(self._max_attempts, int)
-            and not isinstance(self._max_attempts, bool)
-            and self._max_attempts >= 1
-        ):
-            raise InvalidTaskError(
-                f"{where}: max_attempts must be an integer >= 1 (the first run counts), "
-                f"not {self._max_attempts!r}."
-            )
+        if self._max_attempts is not None and (problem := max_attempts_error(self._max_attempts)):
+            raise InvalidTaskError(f"{where}: {problem}")
         if self._priority is not None and (problem := priority_error(self._priority)):
             raise InvalidTaskError(f"{where}: {problem}")
         if not isinstance(self.atomic, bool):
@@ -92,28 +83,39 @@ class Task:
         """Run the function now, in this thread, without a job."""
         return self.func(payload)
 
-    # Settings may change after import (override_settings), so these resolve on each use.
+    # Settings may change after import (override_settings), so options resolve on each use.
+    # A job takes the defaults of the queue it goes to, which enqueue(queue=...) may change.
     @property
     def queue(self) -> str:
         return self._queue or get_settings().default_queue
 
     @property
     def max_attempts(self) -> int:
-        if self._max_attempts is not None:
-            return self._max_attempts
-        return get_settings().queue_options(self.queue).max_attempts
+        return self.max_attempts_for(self.queue)
 
     @property
     def priority(self) -> int:
-        if self._priority is not None:
-            return self._priority
-        return get_settings().queue_options(self.queue).priority
+        return self.priority_for(self.queue)
 
     @property
     def retry_policy(self) -> RetryPolicy:
+        return self.retry_policy_for(self.queue)
+
+    def max_attempts_for(self, queue: str) -> int:
+        """The task's own max_attempts, else ``queue``'s, else the global default."""
+        if self._max_attempts is not None:
+            return self._max_attempts
+        return get_settings().queue_options(queue).max_attempts
+
+    def priority_for(self, queue: str) -> int:
+        if self._priority is not None:
+            return self._priority
+        return get_settings().queue_options(queue).priority
+
+    def retry_policy_for(self, queue: str) -> RetryPolicy:
         if self._retry is not None:
             return self._retry
-        return RetryPolicy.from_setting(get_settings().queue_options(self.queue).retry)
+        return RetryPolicy.from_setting(get_settings().queue_options(queue).retry)
 
     def enqueue(
         self,
@@ -132,15 +134,6 @@ class Task:
         from .enqueuing import enqueue
 
         return enqueue(self, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
-
-
-def priority_error(priority: object) -> str | None:
-    """Return why ``priority`` is not usable, or None."""
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        return f"priority must be an integer, not {priority!r}."
-    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        return f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, not {priority}."
-    return None
 
 
 @overload

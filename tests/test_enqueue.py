@@ -148,3 +148,14 @@ def test_bad_input_raises_clearly_and_the_transaction_stays_usable(call, error, 
 def test_enqueue_error_is_a_value_error():
     assert issubclass(EnqueueError, ValueError)
     assert issubclass(UnknownTaskError, EnqueueError)
+
+
+def test_a_job_sent_to_another_queue_takes_that_queues_defaults(settings):
+    settings.OUTBOX = {
+        **settings.OUTBOX,
+        "QUEUES": {"bulk": {"MAX_ATTEMPTS": 2, "PRIORITY": -3}},
+    }
+    job = tasks.noop.enqueue({}, queue="bulk")
+    assert (job.max_attempts, job.priority) == (2, -3)
+    # A task's own option still wins: write_note declares max_attempts=10.
+    assert tasks.write_note.enqueue({"text": "x"}, queue="bulk").max_attempts == 10

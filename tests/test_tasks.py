@@ -64,7 +64,8 @@ def test_the_same_name_for_two_functions_is_refused():
     [
         ({"queue": ""}, "non-empty string"),
         ({"queue": "x" * 101}, "longer than 100"),
-        ({"max_attempts": 0}, "max_attempts must be an integer >= 1"),
+        ({"max_attempts": 0}, "max_attempts must be an integer from 1"),
+        ({"max_attempts": 2**31}, "max_attempts must be an integer from 1"),
         ({"max_attempts": True}, "max_attempts"),
         ({"priority": "high"}, "priority must be an integer"),
         ({"priority": 2**40}, "priority must be between"),

@@ -77,6 +77,8 @@ def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:
     Cheap enough to call before every transaction: Django resets the transaction mode from the
     settings whenever it reconnects.
     """
+    # Connect first: connecting resets transaction_mode from the settings.
+    connection.ensure_connection()
     name = str(connection.settings_dict["NAME"])
     if name not in _wal_databases:
         with connection.cursor() as cursor:

@@ -1,0 +1,257 @@
+"""The Job admin: list, filters, search; escaped detail pages; the retry action, its permission."""
+
+import datetime
+import uuid
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.contrib.messages import constants as message_levels
+from django.urls import reverse
+from django.utils import timezone
+
+import django_outbox
+from django_outbox.models import Job, JobStatus
+from tests.conftest import run_worker
+from tests.testapp import tasks
+
+CHANGELIST = "admin:django_outbox_job_changelist"
+
+
+def make_failed(job, *, error="RuntimeError: boom", traceback="Traceback: boom", **changes):
+    """Turn ``job`` into one that failed for good after all its attempts."""
+    changes.setdefault("attempts", job.max_attempts)
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.FAILED,
+        # A day ahead (a failed job keeps its last attempt's run_at): a retry visibly moves it.
+        run_at=timezone.now() + datetime.timedelta(days=1),
+        finished_at=timezone.now(),
+        last_error=error,
+        last_traceback=traceback,
+        errors=[{"attempt": 1, "at": "2026-01-01T00:00:00+00:00", "worker": "w1", "error": error}],
+        **changes,
+    )
+    job.refresh_from_db()
+    return job
+
+
+def make_succeeded(job):
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.SUCCEEDED, attempts=1, finished_at=timezone.now()
+    )
+    job.refresh_from_db()
+    return job
+
+
+def make_running(job):
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.RUNNING,
+        attempts=1,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=timezone.now() + datetime.timedelta(minutes=1),
+        worker_id="w1",
+    )
+    job.refresh_from_db()
+    return job
+
+
+def staff_with(*codenames):
+    user = User.objects.create_user("staff", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="django_outbox", codename__in=codenames)
+    )
+    return user
+
+
+def listed(response):
+    return {job.pk for job in response.context["cl"].result_list}
+
+
+def post_retry(client, jobs):
+    return client.post(
+        reverse(CHANGELIST),
+        {"action": "retry_selected", "_selected_action": [job.pk for job in jobs], "index": 0},
+        follow=True,
+    )
+
+
+def sent_messages(response):
+    return [(message.level, message.message) for message in response.context["messages"]]
+
+
+@pytest.mark.django_db
+class TestChangelist:
+    def test_lists_jobs_with_their_last_error_and_offers_the_retry_action(self, admin_client):
+        failed = make_failed(tasks.always_fails.enqueue(), error="RuntimeError: disk full")
+        ready = tasks.noop.enqueue()
+        response = admin_client.get(reverse(CHANGELIST))
+        assert response.status_code == 200
+        assert listed(response) == {failed.pk, ready.pk}
+        assert "RuntimeError: disk full" in response.text
+        assert 'value="retry_selected"' in response.text
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ({"status__exact": "failed"}, {"failed"}),
+            ({"queue__exact": "emails"}, {"note"}),
+            ({"task_name__exact": "tests.testapp.tasks.noop"}, {"ready"}),
+        ],
+    )
+    def test_filters_by_status_queue_and_task(self, admin_client, query, expected):
+        jobs = {
+            "failed": make_failed(tasks.always_fails.enqueue()),
+            "note": tasks.write_note.enqueue({"text": "hi"}),
+            "ready": tasks.noop.enqueue(),
+        }
+        response = admin_client.get(reverse(CHANGELIST), query)
+        assert response.status_code == 200
+        assert listed(response) == {jobs[name].pk for name in expected}
+
+    def test_search_by_error_text_finds_only_the_jobs_with_that_error(self, admin_client):
+        disk = make_failed(tasks.always_fails.enqueue(), error="OSError: disk full on /var")
+        make_failed(tasks.always_fails.enqueue(), error="ValueError: bad address")
+        tasks.noop.enqueue()
+        response = admin_client.get(reverse(CHANGELIST), {"q": "disk full"})
+        assert response.status_code == 200
+        assert listed(response) == {disk.pk}
+
+    def test_escapes_html_in_the_last_error(self, admin_client):
+        make_failed(tasks.always_fails.enqueue(), error="<script>alert(1)</script>")
+        response = admin_client.get(reverse(CHANGELIST))
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in response.text
+        assert "<script>alert(1)</script>" not in response.text
+
+
+@pytest.mark.django_db
+class TestChangeView:
+    def test_shows_payload_error_traceback_and_history_all_escaped(self, admin_client):
+        job = make_failed(
+            tasks.always_fails.enqueue({"note": "<script>alert(1)</script>"}),
+            error="<script>alert(2)</script>",
+            traceback='Traceback:\n  File "<script>alert(3)</script>"',
+        )
+        history = [{"attempt": 1, "at": "now", "worker": "<script>alert(4)</script>", "error": "e"}]
+        Job.objects.filter(pk=job.pk).update(
+            errors=[*history, {**history[0], "worker": "w", "error": "<script>alert(5)</script>"}]
+        )
+        response = admin_client.get(reverse("admin:django_outbox_job_change", args=[job.pk]))
+        assert response.status_code == 200
+        for n in range(1, 6):
+            assert f"&lt;script&gt;alert({n})&lt;/script&gt;" in response.text
+            assert f"<script>alert({n})</script>" not in response.text
+        assert "&quot;note&quot;" in response.text
+        assert "Traceback:" in response.text
+
+    def test_adding_a_job_is_forbidden(self, admin_client):
+        response = admin_client.get(reverse("admin:django_outbox_job_add"))
+        assert response.status_code == 403
+        assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+class TestRetryAction:
+    def test_makes_failed_jobs_ready_now_with_one_more_attempt(self, client):
+        client.force_login(staff_with("view_job", "change_job"))
+        used_up = make_failed(tasks.always_fails.enqueue())
+        gave_up = make_failed(tasks.gives_up_on_key_error.enqueue(), attempts=1)
+        response = post_retry(client, [used_up, gave_up])
+        assert response.status_code == 200
+        now = timezone.now()
+        used_up.refresh_from_db()
+        gave_up.refresh_from_db()
+        for job in (used_up, gave_up):
+            assert job.status == JobStatus.READY
+            assert job.run_at <= now
+            assert job.finished_at is None
+            assert job.max_attempts > job.attempts
+        assert (used_up.attempts, used_up.max_attempts) == (3, 4)
+        # Attempts remained: the limit stays as it was.
+        assert (gave_up.attempts, gave_up.max_attempts) == (1, 5)
+        assert sent_messages(response) == [
+            (message_levels.SUCCESS, "2 failed jobs are ready to run again.")
+        ]
+
+    def test_leaves_jobs_that_are_not_failed_alone_and_says_how_many(self, admin_client):
+        failed = make_failed(tasks.always_fails.enqueue())
+        succeeded = make_succeeded(tasks.noop.enqueue())
+        running = make_running(tasks.noop.enqueue())
+        response = post_retry(admin_client, [failed, succeeded, running])
+        assert response.status_code == 200
+        assert Job.objects.get(pk=failed.pk).status == JobStatus.READY
+        for job in (succeeded, running):
+            after = Job.objects.get(pk=job.pk)
+            assert (after.status, after.max_attempts, after.run_at, after.finished_at) == (
+                job.status,
+                job.max_attempts,
+                job.run_at,
+                job.finished_at,
+            )
+        assert sent_messages(response) == [
+            (message_levels.SUCCESS, "1 failed job is ready to run again."),
+            (
+                message_levels.WARNING,
+                "2 selected jobs were not retried: only failed jobs can be.",
+            ),
+        ]
+
+    def test_with_no_failed_job_selected_only_warns(self, admin_client):
+        succeeded = make_succeeded(tasks.noop.enqueue())
+        response = post_retry(admin_client, [succeeded])
+        assert Job.objects.get(pk=succeeded.pk).status == JobStatus.SUCCEEDED
+        assert sent_messages(response) == [
+            (message_levels.WARNING, "1 selected job was not retried: only failed jobs can be.")
+        ]
+
+
+@pytest.mark.django_db
+class TestViewOnlyUser:
+    def test_sees_the_list_but_is_not_offered_the_action(self, client):
+        client.force_login(staff_with("view_job"))
+        failed = make_failed(tasks.always_fails.enqueue())
+        response = client.get(reverse(CHANGELIST))
+        assert response.status_code == 200
+        assert listed(response) == {failed.pk}
+        assert "retry_selected" not in response.text
+
+    def test_posting_the_action_anyway_changes_nothing(self, client):
+        client.force_login(staff_with("view_job"))
+        failed = make_failed(tasks.always_fails.enqueue())
+        post_retry(client, [failed])
+        after = Job.objects.get(pk=failed.pk)
+        assert (after.status, after.max_attempts, after.run_at) == (
+            JobStatus.FAILED,
+            failed.max_attempts,
+            failed.run_at,
+        )
+
+    def test_staff_without_permissions_cannot_see_jobs(self, client):
+        client.force_login(staff_with())
+        assert client.get(reverse(CHANGELIST)).status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retried_job_really_runs_once_more(admin_client):
+    """A job that failed for real, retried from the admin, makes exactly one more attempt."""
+    job = tasks.always_fails.enqueue({"message": "still broken"})
+    run_worker()
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.max_attempts) == (JobStatus.FAILED, 3, 3)
+
+    post_retry(admin_client, [job])
+    stats = run_worker()
+
+    job.refresh_from_db()
+    assert stats.claimed == 1
+    assert (job.status, job.attempts, job.max_attempts) == (JobStatus.FAILED, 4, 4)
+    assert [entry["attempt"] for entry in job.errors] == [1, 2, 3, 4]
+    assert job.last_error == "RuntimeError: still broken"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retried_job_can_succeed(admin_client):
+    job = django_outbox.enqueue("tests.testapp.tasks.fails_once")
+    make_failed(job, attempts=1, error="ConnectionError: first attempt fails")
+    post_retry(admin_client, [job])
+    run_worker()
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 2)
