@@ -30,6 +30,9 @@ class ClaimedJob:
     lease_token: uuid.UUID
     worker_id: str
     _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Set by the runner once the handler returned or raised: the outcome is being recorded, and
+    # the runner itself notices a lost lease from then on.
+    handler_done: bool = field(default=False, repr=False)
 
     @property
     def lease_lost(self) -> bool:

@@ -83,11 +83,17 @@ def run_job(job: ClaimedJob, *, using: str, history_limit: int, fallback: RetryP
             # The handler's writes and the success mark commit together; if the lease was lost
             # meanwhile, raising rolls back the handler's writes too.
             with transaction.atomic(using=using):
-                task.func(job.payload)
+                try:
+                    task.func(job.payload)
+                finally:
+                    job.handler_done = True
                 if not mark_succeeded(job, using):
                     raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")
         else:
-            task.func(job.payload)
+            try:
+                task.func(job.payload)
+            finally:
+                job.handler_done = True
             if not mark_succeeded(job, using):
                 raise LeaseLostError(f"Job {job.id} lost its lease; its effects are not undone.")
     except LeaseLostError as lost:

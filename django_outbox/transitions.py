@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models, transaction
+from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from .context import ClaimedJob
+from .db import write_transaction
 from .models import Job, JobStatus
 
 #: Longest traceback kept per attempt; the start and the end (where the error is) are kept.
@@ -98,7 +99,7 @@ def record_failure(
         "traceback": traceback,
     }
     # Short: it holds the job's row lock between reading the history and writing it back.
-    with transaction.atomic(using=using):
+    with write_transaction(using):
         held = Job.objects.using(using).filter(
             pk=job_id, lease_token=lease_token, status=JobStatus.RUNNING
         )
@@ -163,26 +164,29 @@ def retry_failed(jobs: models.QuerySet[Job]) -> int:
     )
 
 
-def rescue_expired_leases(using: str, history_limit: int, batch_size: int = 100) -> int:
+def rescue_expired_leases(
+    using: str, history_limit: int, batch_size: int = 100, alive_worker_id: str | None = None
+) -> int:
     """Take back jobs whose worker stopped renewing the lease; return how many.
 
     The lost attempt counts: the job retries after its queue's backoff, or fails when that was
     its last attempt. The new status clears the token, so the vanished worker, should it come
-    back, changes nothing.
+    back, changes nothing. ``alive_worker_id``: the caller's own worker, whose jobs are not
+    taken back (it knows it is alive, and its heartbeat may merely be late).
     """
     from .conf import get_settings
     from .retry import RetryPolicy
 
     outbox_settings = get_settings()
+    expired_jobs = Job.objects.using(using).expired_leases()
+    if alive_worker_id is not None:
+        expired_jobs = expired_jobs.exclude(worker_id=alive_worker_id)
     # One transaction: the row locks keep two rescuers (or a late heartbeat) off these jobs.
-    with transaction.atomic(using=using):
+    with write_transaction(using):
         expired = list(
-            Job.objects.using(using)
-            .expired_leases()
-            .select_for_update(skip_locked=True)
-            .values_list("id", "lease_token", "attempts", "max_attempts", "queue", "worker_id")[
-                :batch_size
-            ]
+            expired_jobs.select_for_update(skip_locked=True).values_list(
+                "id", "lease_token", "attempts", "max_attempts", "queue", "worker_id"
+            )[:batch_size]
         )
         for job_id, token, attempts, max_attempts, queue, worker_id in expired:
             policy = RetryPolicy.from_setting(outbox_settings.queue_options(queue).retry)

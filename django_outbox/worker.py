@@ -193,7 +193,9 @@ class Worker:
         try:
             queries_for(connection).prepare_worker_connection(connection)
             rescued = retry_while_locked(
-                lambda: rescue_expired_leases(self.using, self.history_limit),
+                lambda: rescue_expired_leases(
+                    self.using, self.history_limit, alive_worker_id=self.worker_id
+                ),
                 stopping=self._stopping.is_set,
             )
         except DatabaseError:
@@ -239,6 +241,9 @@ class Worker:
     def _execute(self, job: ClaimedJob) -> None:
         connection = connections[self.using]
         try:
+            # A worker thread keeps its connection for its life (CONN_MAX_AGE is for requests);
+            # only a broken one is replaced.
+            connection.close_at = None
             connection.close_if_unusable_or_obsolete()
             queries_for(connection).prepare_worker_connection(connection)
             outcome = run_job(
@@ -277,7 +282,7 @@ class Worker:
                     connection.close()
                     continue
                 for job in held:
-                    if job.id in lost:
+                    if job.id in lost and not job.handler_done:
                         logger.warning("lease lost job=%s task=%s", job.id, job.task_name)
                         job.mark_lease_lost()
         finally:

@@ -32,10 +32,12 @@ def wait_until_running(job: Job, log, worker) -> None:
     """Wait until ``job`` is claimed and its handler has started (it wrote its log line)."""
     wait_until(
         lambda: (
-            Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).exists()
-            and runs_per_job(log)[job.pk] > 0
-        )
-        or worker.popen.poll() is not None,
+            (
+                Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).exists()
+                and runs_per_job(log)[job.pk] > 0
+            )
+            or worker.popen.poll() is not None
+        ),
         timeout=15,
         what=f"job {job.pk} to run",
     )
@@ -52,6 +54,7 @@ def test_killed_worker_job_is_taken_back_after_its_lease_expires(workers, log):
     job.refresh_from_db()
     assert (job.status, job.attempts) == (JobStatus.RUNNING, 1)
     lease_expired_at = job.lease_expires_at
+    assert lease_expired_at is not None
     # Started at once, it must leave the job alone until the lease has expired.
     second = workers("--max-jobs", "1")
 
@@ -124,9 +127,7 @@ def test_second_signal_exits_at_once_leaving_the_job_to_its_lease(workers, log):
 @pytest.mark.parametrize(
     ("max_attempts", "status"), [(5, JobStatus.RETRYING), (1, JobStatus.FAILED)]
 )
-def test_shutdown_timeout_gives_up_on_a_job_still_running(
-    workers, log, max_attempts, status
-):
+def test_shutdown_timeout_gives_up_on_a_job_still_running(workers, log, max_attempts, status):
     job = sleeps_on_first_attempt.enqueue({"log": str(log), "sleep": 30})
     Job.objects.filter(pk=job.pk).update(max_attempts=max_attempts)
     worker = workers("--concurrency", "1", "--shutdown-timeout", "1")
@@ -135,7 +136,7 @@ def test_shutdown_timeout_gives_up_on_a_job_still_running(
     worker.send(signal.SIGTERM)
     sent_at = time.monotonic()
 
-    assert worker.wait(timeout=15) == 0, worker.stderr
+    assert worker.wait(timeout=8) == 0, worker.stderr
     assert 0.9 < time.monotonic() - sent_at < 5
     job.refresh_from_db()
     assert (job.status, job.attempts, job.lease_token) == (status, 1, None)

@@ -1,7 +1,8 @@
 """Queries that differ by database, one module per vendor behind one interface.
 
 Each module provides ``claim(connection, worker_id, queues, limit, lease_seconds)`` returning
-the claimed jobs, and ``prepare_worker_connection(connection)``. Everything the ORM can say
+the claimed jobs, ``prepare_worker_connection(connection)``, and ``write_transaction(connection)``
+for transactions that read and then write. Everything the ORM can say
 the same way on every database lives in ``django_outbox.transitions`` instead.
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import ModuleType
-from typing import TypeVar
+from typing import TypeVar, cast
 
-from django.db import OperationalError
+from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import postgresql, sqlite
@@ -59,3 +61,9 @@ def retry_while_locked(
                 raise
             time.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, 1.0)
+
+
+def write_transaction(using: str) -> AbstractContextManager[None]:
+    """Return a transaction for code that reads rows and then writes them."""
+    connection = connections[using]
+    return cast(AbstractContextManager[None], queries_for(connection).write_transaction(connection))

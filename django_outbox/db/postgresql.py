@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..context import ClaimedJob
@@ -63,3 +65,8 @@ def claim(
 
 def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:
     """Nothing to do: PostgreSQL's defaults suit the worker."""
+
+
+def write_transaction(connection: BaseDatabaseWrapper) -> AbstractContextManager[None]:
+    """A plain transaction: row locks (SELECT ... FOR UPDATE) do what SQLite's BEGIN does."""
+    return transaction.atomic(using=connection.alias)

@@ -1,15 +1,18 @@
 """SQLite, the embedded default: one writer at a time, so every claim is one UPDATE statement.
 
 A single statement in autocommit mode takes the write lock for its whole run and waits for it
-under the busy timeout, so two claimers never take the same row. Multi-statement transactions
-of the worker begin IMMEDIATE: a deferred one that reads first and writes later fails at once
-with "database is locked" when another connection wrote in between.
+under the busy timeout, so two claimers never take the same row. The worker's own transactions
+that read and then write begin IMMEDIATE: a deferred one fails at once with "database is
+locked" when another connection wrote in between. Handlers' transactions stay DEFERRED, so a
+handler holds the only write lock from its first write to its commit, not for its whole run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..context import ClaimedJob
@@ -72,16 +75,29 @@ _wal_databases: set[str] = set()
 
 
 def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:
-    """Use WAL (readers don't block the writer) and IMMEDIATE transactions on this connection.
-
-    Cheap enough to call before every transaction: Django resets the transaction mode from the
-    settings whenever it reconnects.
-    """
-    # Connect first: connecting resets transaction_mode from the settings.
-    connection.ensure_connection()
+    """Switch the database to WAL, so readers don't block the writer (once per process)."""
     name = str(connection.settings_dict["NAME"])
     if name not in _wal_databases:
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA journal_mode=WAL")
         _wal_databases.add(name)
+
+
+@contextmanager
+def write_transaction(connection: BaseDatabaseWrapper) -> Iterator[None]:
+    """A transaction that takes the write lock at BEGIN, for code that reads and then writes."""
+    if connection.in_atomic_block:
+        # Nested: the outer transaction decided how it began.
+        with transaction.atomic(using=connection.alias):
+            yield
+        return
+    # Connect first: connecting resets transaction_mode from the settings.
+    connection.ensure_connection()
+    configured = connection.transaction_mode  # type: ignore[attr-defined]
     connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]
+    try:
+        with transaction.atomic(using=connection.alias):
+            connection.transaction_mode = configured  # type: ignore[attr-defined]
+            yield
+    finally:
+        connection.transaction_mode = configured  # type: ignore[attr-defined]

@@ -1,0 +1,127 @@
+"""Helpers for tests that run ``manage.py run_outbox_worker`` as a subprocess."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, NamedTuple
+
+import pytest
+
+from .conftest import start_worker_process
+
+#: Settings for a worker whose lease expires soon after it dies, so its jobs are rescued fast.
+SHORT_LEASE = {"OUTBOX_TEST_LEASE_SECONDS": "2", "OUTBOX_TEST_HEARTBEAT_SECONDS": "0.5"}
+
+
+def _drain(stream: IO[str], lines: list[str]) -> None:
+    for line in stream:
+        lines.append(line)
+
+
+class WorkerProcess:
+    """A worker subprocess whose output is read as it comes: a full pipe would stall it."""
+
+    def __init__(self, *args: str, **env: str) -> None:
+        self.popen = start_worker_process(*args, **env)
+        self._stdout: list[str] = []
+        self._stderr: list[str] = []
+        self._readers = [
+            threading.Thread(target=_drain, args=(self.popen.stdout, self._stdout), daemon=True),
+            threading.Thread(target=_drain, args=(self.popen.stderr, self._stderr), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self._stdout)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def send(self, signum: signal.Signals) -> None:
+        self.popen.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        """Return the exit code; fail the test if the process still runs after ``timeout``."""
+        try:
+            code = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"worker {self.pid} still running after {timeout}s; stderr:\n{self.stderr}")
+        for reader, stream in zip(
+            self._readers, (self.popen.stdout, self.popen.stderr), strict=True
+        ):
+            reader.join(timeout=5)
+            if stream is not None:
+                stream.close()
+        return code
+
+    def wait_for_output(self, text: str, timeout: float = 15) -> None:
+        """Wait until ``text`` appears on stderr (where the worker logs)."""
+        wait_until(
+            lambda: text in self.stderr or self.popen.poll() is not None,
+            timeout,
+            f"{text!r} on the stderr of worker {self.pid}",
+        )
+        assert text in self.stderr, f"worker {self.pid} exited early; stderr:\n{self.stderr}"
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+        self.wait(timeout=10)
+
+
+@contextmanager
+def worker_processes() -> Iterator[Callable[..., WorkerProcess]]:
+    """Yield a function starting worker processes; kill those still running at the end."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, **env: str) -> WorkerProcess:
+        process = WorkerProcess(*args, **env)
+        started.append(process)
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            process.kill()
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it is true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Run(NamedTuple):
+    """One line of record_run's log: a handler run."""
+
+    job_id: int
+    attempt: int
+    pid: int
+
+
+def read_runs(log: Path) -> list[Run]:
+    if not log.exists():
+        return []
+    return [Run(*map(int, line.split())) for line in log.read_text().splitlines()]
+
+
+def runs_per_job(log: Path) -> Counter[int]:
+    return Counter(run.job_id for run in read_runs(log))
