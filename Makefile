@@ -48,10 +48,10 @@ test-sqlite: install
 test-postgresql: install postgres
 	DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
-# Django 5.2 LTS on both databases, the slow process tests left to the main legs.
+# Django 5.2 LTS on the oldest supported Python, both databases.
 test-lts: install-lts postgres
-	DATABASE_URL=$(SQLITE_URL) $(VENV_LTS)/bin/pytest -m "not process" $(PYTEST_ARGS)
-	DATABASE_URL=$(PG_URL)_lts $(VENV_LTS)/bin/pytest -m "not process" $(PYTEST_ARGS)
+	DATABASE_URL=$(SQLITE_URL) $(VENV_LTS)/bin/pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL)_lts $(VENV_LTS)/bin/pytest $(PYTEST_ARGS)
 
 test: lint test-sqlite test-postgresql test-lts
 

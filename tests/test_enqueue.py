@@ -87,7 +87,7 @@ def test_delay_and_run_at_schedule_the_job():
     before = timezone.now()
     delayed = tasks.noop.enqueue(None, delay=datetime.timedelta(minutes=5))
     by_seconds = tasks.noop.enqueue(None, delay=90)
-    exact = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    exact = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
     scheduled = tasks.noop.enqueue(None, run_at=exact)
     assert delayed.run_at - before >= datetime.timedelta(minutes=5)
     assert delayed.run_at - before < datetime.timedelta(minutes=5, seconds=5)
@@ -98,7 +98,7 @@ def test_delay_and_run_at_schedule_the_job():
 
 def test_payload_types_round_trip_through_the_database():
     payload = {
-        "at": datetime.datetime(2026, 11, 21, 9, 0, tzinfo=datetime.UTC),
+        "at": datetime.datetime(2026, 11, 21, 9, 0, tzinfo=datetime.timezone.utc),
         "on": datetime.date(2026, 11, 21),
         "amount": decimal.Decimal("19.99"),
         "id": uuid.UUID(int=7),

@@ -17,7 +17,7 @@ ROUND_TRIPS = [
     "text",
     [1, "two", None],
     {"nested": {"list": [1, {"deep": True}]}},
-    datetime.datetime(2026, 11, 21, 12, 30, 15, 123456, tzinfo=datetime.UTC),
+    datetime.datetime(2026, 11, 21, 12, 30, 15, 123456, tzinfo=datetime.timezone.utc),
     datetime.datetime(2026, 11, 21, 12, 30),
     datetime.date(2026, 11, 21),
     datetime.time(12, 30, 1),
