@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection, connections
@@ -73,3 +74,18 @@ def start_worker_process(*args: str, **env: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+@pytest.fixture
+def workers() -> Iterator[Callable[..., Any]]:
+    """Start worker subprocesses (``workers("--burst")``); any still running are killed after."""
+    from tests.processes import worker_processes
+
+    with worker_processes() as start:
+        yield start
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    """The file record_run appends its runs to."""
+    return tmp_path / "runs.log"

@@ -100,7 +100,9 @@ def worker_processes() -> Iterator[Callable[..., WorkerProcess]]:
             process.kill()
 
 
-def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
+def wait_until(
+    condition: Callable[[], object], timeout: float = 10, what: str = "the condition"
+) -> None:
     """Poll ``condition`` until it is true; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():

@@ -2,7 +2,6 @@
 
 import datetime
 import threading
-import time
 import uuid
 
 import pytest
@@ -25,19 +24,13 @@ from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note
 
+from .processes import wait_until
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def claim(limit=10, queues=None, worker_id="test-worker", lease_seconds=30.0):
     return queries_for(connection).claim(connection, worker_id, queues, limit, lease_seconds)
-
-
-def wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def test_a_claim_sets_a_lease_in_database_time():

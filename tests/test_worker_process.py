@@ -15,20 +15,9 @@ from django_outbox.enqueuing import build_job
 from django_outbox.models import Job, JobStatus
 from tests.testapp.tasks import record_run
 
-from .processes import read_runs, runs_per_job, wait_until, worker_processes
+from .processes import read_runs, runs_per_job, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def workers():
-    with worker_processes() as start:
-        yield start
-
-
-@pytest.fixture
-def log(tmp_path):
-    return tmp_path / "runs.log"
 
 
 def claimed_in(stdout: str) -> int:

@@ -12,20 +12,9 @@ import pytest
 from django_outbox.models import Job, JobStatus
 from tests.testapp.tasks import record_run, sleeps_on_first_attempt
 
-from .processes import SHORT_LEASE, read_runs, runs_per_job, wait_until, worker_processes
+from .processes import SHORT_LEASE, read_runs, runs_per_job, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def workers():
-    with worker_processes() as start:
-        yield start
-
-
-@pytest.fixture
-def log(tmp_path):
-    return tmp_path / "runs.log"
 
 
 def wait_until_running(job: Job, log, worker) -> None:
