@@ -8,6 +8,7 @@ Declare tasks with ``@task``; enqueue with ``my_task.enqueue(payload)`` or
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .context import ClaimedJob, current_job
@@ -40,6 +41,7 @@ __all__ = [
     "UnknownTaskError",
     "current_job",
     "enqueue",
+    "enqueue_many",
     "task",
 ]
 
@@ -62,3 +64,21 @@ def enqueue(
     from .enqueuing import enqueue as enqueue_job
 
     return enqueue_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+
+
+def enqueue_many(
+    task: str | Task,
+    payloads: Iterable[Any],
+    *,
+    delay: datetime.timedelta | float | None = None,
+    run_at: datetime.datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+) -> list[Job]:
+    """Write one job per payload in the caller's transaction, in one INSERT.
+
+    See ``django_outbox.enqueuing.enqueue_many``.
+    """
+    from .enqueuing import enqueue_many as enqueue_jobs
+
+    return enqueue_jobs(task, payloads, delay=delay, run_at=run_at, priority=priority, queue=queue)

@@ -8,6 +8,7 @@ checked before the INSERT, so bad input raises without touching the caller's tra
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -110,3 +111,30 @@ def enqueue(
     job = build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
     job.save(using=get_settings().database, force_insert=True)
     return job
+
+
+def enqueue_many(
+    task: str | Task,
+    payloads: Iterable[Any],
+    *,
+    delay: datetime.timedelta | float | None = None,
+    run_at: datetime.datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+) -> list[Job]:
+    """Write one job per payload, in one INSERT where the database allows, and return them.
+
+    Like ``enqueue``, inside the caller's transaction. Every payload is checked before anything
+    is written: one bad payload raises (naming its index) and no job of the batch exists.
+    """
+    jobs = []
+    for index, payload in enumerate(payloads):
+        try:
+            jobs.append(
+                build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+            )
+        except EnqueueError as error:
+            raise type(error)(f"payloads[{index}]: {error}") from error
+    if not jobs:
+        return []
+    return Job.objects.using(get_settings().database).bulk_create(jobs)

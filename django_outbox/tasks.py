@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, overload
 
 from . import registry
@@ -134,6 +134,22 @@ class Task:
         from .enqueuing import enqueue
 
         return enqueue(self, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        delay: datetime.timedelta | float | None = None,
+        run_at: datetime.datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+    ) -> list[Job]:
+        """Write one job of this task per payload in one INSERT; see ``enqueue``."""
+        from .enqueuing import enqueue_many
+
+        return enqueue_many(
+            self, payloads, delay=delay, run_at=run_at, priority=priority, queue=queue
+        )
 
 
 @overload

@@ -1,0 +1,67 @@
+"""Bulk enqueue: one INSERT for the batch, in the caller's transaction, all or nothing."""
+
+import datetime
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+import django_outbox
+from django_outbox import PayloadError
+from django_outbox.models import Job, JobStatus
+from tests.conftest import count_jobs_from
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_jobs_are_written_and_returned_in_order():
+    jobs = tasks.write_note.enqueue_many([{"text": str(n)} for n in range(5)], priority=2)
+    assert [job.decoded_payload() for job in jobs] == [{"text": str(n)} for n in range(5)]
+    assert all(job.pk is not None for job in jobs)
+    stored = Job.objects.filter(pk__in=[job.pk for job in jobs]).order_by("pk")
+    assert [job.payload["text"] for job in stored] == ["0", "1", "2", "3", "4"]
+    assert {(job.queue, job.priority, job.status) for job in stored} == {
+        ("emails", 2, JobStatus.READY)
+    }
+    assert all(abs(job.run_at - timezone.now()) < datetime.timedelta(seconds=5) for job in stored)
+
+
+def test_a_batch_is_one_insert_on_postgresql():
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite splits large INSERTs by its variable limit")
+    with CaptureQueriesContext(connection) as queries:
+        tasks.noop.enqueue_many([{"n": n} for n in range(500)])
+    inserts = [query for query in queries if query["sql"].startswith("INSERT")]
+    assert len(inserts) == 1
+    assert Job.objects.count() == 500
+
+
+def test_the_batch_is_part_of_the_callers_transaction(second_connection):
+    with transaction.atomic():
+        django_outbox.enqueue_many("tests.testapp.tasks.noop", [{"n": 1}, {"n": 2}])
+        assert count_jobs_from(second_connection) == 0
+    assert count_jobs_from(second_connection) == 2
+
+    def enqueue_then_fail():
+        with transaction.atomic():
+            tasks.noop.enqueue_many([{"n": 3}])
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert count_jobs_from(second_connection) == 2
+
+
+def test_one_bad_payload_writes_nothing_and_names_its_index():
+    with pytest.raises(PayloadError, match=r"payloads\[2\]: payload\['when'\] is a builtins.set"):
+        tasks.noop.enqueue_many([{"n": 1}, {"n": 2}, {"when": {1}}])
+    assert not Job.objects.exists()
+
+
+def test_delayed_batches_and_empty_batches():
+    jobs = tasks.noop.enqueue_many([{}, {}], delay=600)
+    assert all(job.run_at > timezone.now() + datetime.timedelta(seconds=590) for job in jobs)
+    assert not Job.objects.runnable().exists()
+    assert tasks.noop.enqueue_many([]) == []
