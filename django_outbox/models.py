@@ -136,10 +136,6 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.task_name} #{self.pk} ({self.status})"
 
-    @property
-    def is_finished(self) -> bool:
-        return self.status in FINISHED
-
     def decoded_payload(self) -> Any:
         """Return the payload as the task receives it (datetimes, Decimals... restored)."""
         from .serialization import decode
