@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -17,10 +17,12 @@ from django.utils import timezone
 from .checks import priority_error, queue_name_error
 from .conf import get_settings
 from .exceptions import EnqueueError
-from .models import Job
 from .registry import get_task
 from .serialization import encode
 from .tasks import Task
+
+if TYPE_CHECKING:
+    from .models import Job
 
 
 def _run_at(
@@ -80,6 +82,10 @@ def build_job(
         raise EnqueueError(problem)
     if priority is not None and (problem := priority_error(priority)):
         raise EnqueueError(problem)
+    # Imported here so that this module, re-exported by the package, imports before the app
+    # registry is ready (a project's models.py may import enqueue).
+    from .models import Job
+
     queue = queue or task.queue
     job = Job(
         task_name=task.name,
@@ -137,4 +143,6 @@ def enqueue_many(
             raise type(error)(f"payloads[{index}]: {error}") from error
     if not jobs:
         return []
+    from .models import Job
+
     return Job.objects.using(get_settings().database).bulk_create(jobs)
