@@ -91,6 +91,8 @@ class Worker:
         self._lock = threading.Lock()
         self._ready: queue.Queue[ClaimedJob | None] = queue.Queue()
         self._wake = threading.Event()
+        # Whether a finished job should wake the loop at once rather than at its next poll.
+        self._wake_on_completion = True
         self._stopping = threading.Event()
         self._aborting = threading.Event()
         self._heartbeat_done = threading.Event()
@@ -141,8 +143,13 @@ class Worker:
                     self._rescue()
                     next_rescue = time.monotonic() + self.heartbeat_seconds
                 free = self._free_slots()
-                if free > 0:
-                    self._claim(queries, free)
+                claimed = self._claim(queries, free) if free > 0 else []
+                # A claim that found fewer jobs than it asked for left nothing runnable, and a
+                # finished job adds none: claim again at the next poll, not at every completion.
+                # Burst and max-jobs runs wait for completions to exit promptly.
+                self._wake_on_completion = (
+                    len(claimed) == free or self.burst or self._max_jobs_reached()
+                )
                 with self._lock:
                     idle = not self._held
                 # Idle after a claim means the claim found nothing runnable.
@@ -262,7 +269,8 @@ class Worker:
             self._held.pop(job.id, None)
             self._started.discard(job.id)
             self.stats.outcomes[outcome] += 1
-        self._wake.set()
+        if self._wake_on_completion:
+            self._wake.set()
 
     def _heartbeat(self) -> None:
         connection = connections[self.using]

@@ -13,6 +13,8 @@ from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note
 
+from .processes import wait_until
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -234,3 +236,38 @@ def test_a_worker_refuses_to_run_inside_the_callers_transaction():
 
     with transaction.atomic(), pytest.raises(RuntimeError, match="inside an atomic block"):
         Worker(burst=True).run()
+
+
+def test_finished_jobs_do_not_trigger_claims_when_the_last_claim_found_the_queue_empty(
+    settings, monkeypatch
+):
+    import threading
+
+    from django.db import connection
+
+    from django_outbox.db import queries_for
+    from django_outbox.worker import Worker
+
+    settings.OUTBOX = {**settings.OUTBOX, "POLL_SECONDS": 30}
+    queries = queries_for(connection)
+    claims = []
+    real_claim = queries.claim
+
+    def counting_claim(*args, **kwargs):
+        jobs = real_claim(*args, **kwargs)
+        claims.append(len(jobs))
+        return jobs
+
+    monkeypatch.setattr(queries, "claim", counting_claim)
+    jobs = [tasks.noop.enqueue({"n": n}) for n in range(3)]
+    worker = Worker(concurrency=4)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_until(lambda: Job.objects.succeeded().count() == 3)
+    finally:
+        worker.request_stop()
+        thread.join(10)
+    # One claim found 3 jobs for 4 free threads; their completions claimed nothing more.
+    assert claims == [3]
+    assert {job.pk for job in jobs} == set(Job.objects.succeeded().values_list("pk", flat=True))
