@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
 
-from .conf import DEFAULTS, QUEUE_KEYS, RETRY_KEYS
+from .conf import DEFAULTS, QUEUE_KEYS, RETENTION_KEYS, RETRY_KEYS
 
 QUEUE_NAME_MAX_LENGTH = 100
 #: Ranges of the integer columns these settings end up in.
@@ -17,8 +17,8 @@ MAX_ATTEMPTS_MAX = 2**31 - 1
 
 POSITIVE_NUMBERS = ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS")
 NON_NEGATIVE_NUMBERS = ("SHUTDOWN_TIMEOUT",)
-POSITIVE_INTEGERS = ("MAX_ATTEMPTS", "CONCURRENCY")
-NON_NEGATIVE_INTEGERS = ("ERROR_HISTORY",)
+POSITIVE_INTEGERS = ("MAX_ATTEMPTS", "CONCURRENCY", "PROCESSES")
+NON_NEGATIVE_INTEGERS = ("ERROR_HISTORY", "PREFETCH")
 
 
 def queue_name_error(name: object) -> str | None:
@@ -97,6 +97,36 @@ def _retry_errors(retry: object, where: str) -> list[CheckMessage]:
                     hint="BASE_DELAY and MAX_DELAY are seconds >= 0, FACTOR is >= 1, "
                     "JITTER is a fraction between 0 and 1.",
                     id="django_outbox.E007",
+                )
+            )
+    return errors
+
+
+def _retention_errors(retention: object) -> list[CheckMessage]:
+    hint = (
+        f"Use keys among {sorted(RETENTION_KEYS)}, each a number of seconds > 0 or None to keep "
+        "those jobs forever."
+    )
+    if not isinstance(retention, dict):
+        return [Error("OUTBOX['RETENTION'] must be a dict.", hint=hint, id="django_outbox.E010")]
+    errors: list[CheckMessage] = []
+    unknown = sorted(set(retention) - RETENTION_KEYS)
+    if unknown:
+        errors.append(
+            Error(
+                f"OUTBOX['RETENTION'] has unknown keys {unknown}.",
+                hint=hint,
+                id="django_outbox.E010",
+            )
+        )
+    for key in sorted(set(retention) & RETENTION_KEYS):
+        value = retention[key]
+        if value is not None and not (_is_number(value) and value > 0):
+            errors.append(
+                Error(
+                    f"OUTBOX['RETENTION']['{key}'] is {value!r}, which is not a valid value.",
+                    hint=hint,
+                    id="django_outbox.E010",
                 )
             )
     return errors
@@ -219,6 +249,8 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
         )
     if "RETRY" in user:
         errors += _retry_errors(user["RETRY"], "OUTBOX['RETRY']")
+    if "RETENTION" in user:
+        errors += _retention_errors(user["RETENTION"])
     errors += _queues_errors(merged["QUEUES"])
     problem = queue_name_error(merged["DEFAULT_QUEUE"])
     if problem:

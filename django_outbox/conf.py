@@ -31,12 +31,21 @@ DEFAULTS: dict[str, Any] = {
     "ERROR_HISTORY": 10,
     # Worker defaults, overridable by run_outbox_worker's options.
     "CONCURRENCY": 4,
+    "PROCESSES": 1,
     "SHUTDOWN_TIMEOUT": 30.0,
+    # Jobs a worker claims beyond its free threads, so that threads never wait for a claim and
+    # claims are batched. Such jobs wait in the worker (leased), not for another worker: keep
+    # it 0 for long jobs, raise it for many short ones.
+    "PREFETCH": 0,
+    # How long finished jobs are kept, in seconds (None: forever). Workers delete older ones in
+    # small batches; the claim never reads them either way (partial indexes).
+    "RETENTION": {"SUCCEEDED": 86400.0, "FAILED": 7 * 86400.0},
     # Per-queue overrides: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0}}.
     "QUEUES": {},
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
+RETENTION_KEYS = frozenset(DEFAULTS["RETENTION"])
 QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY"})
 
 
@@ -62,7 +71,10 @@ class OutboxSettings:
     retry: dict[str, float]
     error_history: int
     concurrency: int
+    processes: int
     shutdown_timeout: float
+    prefetch: int
+    retention: dict[str, float | None]
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def queue_options(self, queue: str) -> QueueOptions:
@@ -110,7 +122,10 @@ def _build(user: Any) -> OutboxSettings:
         retry={**DEFAULTS["RETRY"], **user.get("RETRY", {})},
         error_history=int(merged["ERROR_HISTORY"]),
         concurrency=int(merged["CONCURRENCY"]),
+        processes=int(merged["PROCESSES"]),
         shutdown_timeout=float(merged["SHUTDOWN_TIMEOUT"]),
+        prefetch=int(merged["PREFETCH"]),
+        retention={**DEFAULTS["RETENTION"], **user.get("RETENTION", {})},
         queues=dict(merged["QUEUES"]),
     )
 

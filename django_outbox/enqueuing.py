@@ -20,6 +20,7 @@ from .exceptions import EnqueueError
 from .registry import get_task
 from .serialization import encode
 from .tasks import Task
+from .wakeups import jobs_enqueued
 
 if TYPE_CHECKING:
     from .models import Job
@@ -115,7 +116,9 @@ def enqueue(
     existed; committed, it is durable. Raise EnqueueError (nothing written) on bad input.
     """
     job = build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
-    job.save(using=get_settings().database, force_insert=True)
+    using = get_settings().database
+    job.save(using=using, force_insert=True)
+    jobs_enqueued(using, [job.queue])
     return job
 
 
@@ -145,4 +148,7 @@ def enqueue_many(
         return []
     from .models import Job
 
-    return Job.objects.using(get_settings().database).bulk_create(jobs)
+    using = get_settings().database
+    created = Job.objects.using(using).bulk_create(jobs)
+    jobs_enqueued(using, {job.queue for job in jobs})
+    return created

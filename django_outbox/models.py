@@ -114,6 +114,13 @@ class Job(models.Model):
                 name="outbox_job_lease",
                 condition=Q(status=JobStatus.RUNNING),
             ),
+            # Retention pruning: the oldest finished jobs of a status, without a table scan.
+            models.Index(
+                F("status"),
+                F("finished_at"),
+                name="outbox_job_finished",
+                condition=Q(status__in=FINISHED),
+            ),
         ]
         constraints = [
             models.CheckConstraint(

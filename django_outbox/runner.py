@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import logging
 import traceback
+from collections.abc import Callable
 from typing import Literal
 
 from django.db import transaction
@@ -61,13 +62,26 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-def run_job(job: ClaimedJob, *, using: str, history_limit: int, fallback: RetryPolicy) -> Outcome:
-    """Run ``job``'s handler and record how it ended. Never raise for the handler's errors."""
+def run_job(
+    job: ClaimedJob,
+    *,
+    using: str,
+    history_limit: int,
+    fallback: RetryPolicy,
+    complete_later: Callable[[ClaimedJob], None] | None = None,
+) -> Outcome | None:
+    """Run ``job``'s handler and record how it ended. Never raise for the handler's errors.
+
+    With ``complete_later``, an ``atomic=False`` job whose handler returned is passed to it
+    (to be marked succeeded in a batch, then reported with ``report_succeeded``) and None is
+    returned. ``atomic=True`` jobs always commit their success with the handler's writes.
+    """
     try:
         task: Task | None = get_task(job.task_name)
     except LookupError:
         task = None
-    logger.debug("job started job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("job started job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
     signals.job_started.send(sender=task, job=job)
     if task is None:
         error = TaskNotRegisteredError(
@@ -94,6 +108,9 @@ def run_job(job: ClaimedJob, *, using: str, history_limit: int, fallback: RetryP
                 task.func(job.payload)
             finally:
                 job.handler_done = True
+            if complete_later is not None:
+                complete_later(job)
+                return None
             if not mark_succeeded(job, using):
                 raise LeaseLostError(f"Job {job.id} lost its lease; its effects are not undone.")
     except LeaseLostError as lost:
@@ -103,9 +120,16 @@ def run_job(job: ClaimedJob, *, using: str, history_limit: int, fallback: RetryP
         return _fail(job, task, exc, traceback.format_exc(), using, history_limit, fallback)
     finally:
         reset_current_job(context)
+    report_succeeded(job, task)
+    return Outcome.SUCCEEDED
+
+
+def report_succeeded(job: ClaimedJob, task: Task | None = None) -> None:
+    """Log the success of ``job`` and send ``job_succeeded``, once it is recorded."""
+    if task is None:
+        task = get_task(job.task_name)
     logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
     signals.job_succeeded.send(sender=task, job=job)
-    return Outcome.SUCCEEDED
 
 
 def _fail(

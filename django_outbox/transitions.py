@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models
+from django.db import connections, models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from .context import ClaimedJob
-from .db import write_transaction
+from .db import queries_for, write_transaction
 from .models import Job, JobStatus
 
 #: Longest traceback kept per attempt; the start and the end (where the error is) are kept.
@@ -33,12 +33,6 @@ def database_time_in(seconds: float) -> models.Expression:
     )
 
 
-def _held(job: ClaimedJob, using: str) -> models.QuerySet[Job]:
-    return Job.objects.using(using).filter(
-        pk=job.id, lease_token=job.lease_token, status=JobStatus.RUNNING
-    )
-
-
 def _any_held(jobs: Sequence[ClaimedJob]) -> Q:
     condition = Q()
     for job in jobs:
@@ -48,15 +42,20 @@ def _any_held(jobs: Sequence[ClaimedJob]) -> Q:
 
 def mark_succeeded(job: ClaimedJob, using: str) -> bool:
     """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
-    return (
-        _held(job, using).update(
-            status=JobStatus.SUCCEEDED,
-            finished_at=Now(),
-            lease_token=None,
-            lease_expires_at=None,
-        )
-        == 1
-    )
+    connection = connections[using]
+    return bool(queries_for(connection).mark_succeeded(connection, job))
+
+
+def mark_many_succeeded(jobs: Sequence[ClaimedJob], using: str) -> set[int]:
+    """Mark ``jobs`` succeeded in one statement; return the ids of those whose lease held.
+
+    The others were taken over by another worker (their lease expired), which now owns them.
+    """
+    if not jobs:
+        return set()
+    connection = connections[using]
+    marked: set[int] = queries_for(connection).mark_many_succeeded(connection, jobs)
+    return marked
 
 
 @dataclass(frozen=True)
@@ -207,3 +206,32 @@ def rescue_expired_leases(
                 using=using,
             )
     return len(expired)
+
+
+#: Finished statuses and the RETENTION key that says how long each is kept.
+RETAINED = ((JobStatus.SUCCEEDED, "SUCCEEDED"), (JobStatus.FAILED, "FAILED"))
+
+
+def prune_finished(using: str, retention: dict[str, float | None], batch_size: int = 500) -> int:
+    """Delete one small batch of finished jobs per status older than ``retention``.
+
+    Return how many were deleted; call again while it returns ``batch_size`` or more. Small
+    batches keep each transaction (and, on SQLite, the write lock) short.
+    """
+    deleted = 0
+    for status, key in RETAINED:
+        seconds = retention.get(key)
+        if seconds is None:
+            continue
+        expired = Job.objects.using(using).filter(
+            status=status, finished_at__lt=database_time_in(-seconds)
+        )
+        with write_transaction(using):
+            ids = list(
+                expired.select_for_update(skip_locked=True).values_list("pk", flat=True)[
+                    :batch_size
+                ]
+            )
+            if ids:
+                deleted += Job.objects.using(using).filter(pk__in=ids).delete()[0]
+    return deleted

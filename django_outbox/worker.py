@@ -1,9 +1,12 @@
 """The worker: claims jobs and runs them in threads, each with its own database connection.
 
-One thread (the caller's) claims as many jobs as there are idle threads, in one statement, and
-hands them over through a local queue. A heartbeat thread extends the leases of every job the
-worker holds and tells handlers whose lease was lost. ``run_outbox_worker`` is a thin command
-around this class; tests drive it directly.
+One thread (the caller's) claims as many jobs as there are free threads (plus ``PREFETCH``) in
+one statement, and hands them over through a local queue. It sleeps until a job finishes, an
+enqueue is announced (NOTIFY on PostgreSQL, this process's own enqueues on SQLite) or the poll
+interval passes. Other threads: a heartbeat that extends the leases of every job the worker
+holds and tells handlers whose lease was lost; a completer that marks ``atomic=False`` jobs
+succeeded in batches; a listener (PostgreSQL); a pruner of old finished jobs.
+``run_outbox_worker`` is a thin command around this class; tests drive it directly.
 """
 
 from __future__ import annotations
@@ -23,12 +26,21 @@ from types import ModuleType
 
 from django.db import DatabaseError, connections
 
+from . import wakeups
+from .completer import Completer
 from .conf import get_settings
 from .context import ClaimedJob
 from .db import queries_for, retry_while_locked
 from .retry import RetryPolicy
-from .runner import Outcome, run_job
-from .transitions import Failure, extend_leases, record_failure, release, rescue_expired_leases
+from .runner import Outcome, report_succeeded, run_job
+from .transitions import (
+    Failure,
+    extend_leases,
+    prune_finished,
+    record_failure,
+    release,
+    rescue_expired_leases,
+)
 
 logger = logging.getLogger("django_outbox.worker")
 
@@ -63,6 +75,7 @@ class Worker:
         max_jobs: int | None = None,
         shutdown_timeout: float | None = None,
         worker_id: str | None = None,
+        prefetch: int | None = None,
     ) -> None:
         outbox = get_settings()
         self.using = outbox.database
@@ -78,16 +91,27 @@ class Worker:
         self.heartbeat_seconds = outbox.heartbeat_seconds
         self.poll_seconds = outbox.poll_seconds
         self.history_limit = outbox.error_history
+        self.retention = outbox.retention
         self.fallback_policy = RetryPolicy.from_setting(outbox.retry)
+        self.prefetch = outbox.prefetch if prefetch is None else prefetch
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1.")
+        if self.prefetch < 0:
+            raise ValueError("prefetch must be at least 0.")
         if max_jobs is not None and max_jobs < 1:
             raise ValueError("max_jobs must be at least 1.")
+        # Jobs held at most: one per thread, plus those claimed ahead.
+        self.capacity = self.concurrency + self.prefetch
+        # A busy worker claims again once this many places are free, so that claims stay
+        # batched; without prefetch, as soon as one thread is free.
+        self.claim_threshold = max(1, self.prefetch // 2)
 
         self.stats = WorkerStats()
-        # Jobs this worker holds a lease on: claimed and waiting, or running.
+        # Jobs this worker holds a lease on: claimed and waiting, running, or finished and
+        # waiting for the completer to record them.
         self._held: dict[int, ClaimedJob] = {}
         self._started: set[int] = set()
+        self._completing: set[int] = set()
         self._lock = threading.Lock()
         self._ready: queue.Queue[ClaimedJob | None] = queue.Queue()
         self._wake = threading.Event()
@@ -97,6 +121,7 @@ class Worker:
         self._aborting = threading.Event()
         self._heartbeat_done = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._completer = Completer(self.using, self._record_completed)
 
     # Control, callable from signal handlers and other threads.
 
@@ -129,12 +154,14 @@ class Worker:
         queries = queries_for(connections[self.using])
         queries.prepare_worker_connection(connections[self.using])
         logger.info(
-            "worker started worker=%s queues=%s concurrency=%s",
+            "worker started worker=%s queues=%s concurrency=%s prefetch=%s",
             self.worker_id,
             ",".join(self.queues) or "*",
             self.concurrency,
+            self.prefetch,
         )
-        self._start_threads()
+        wakeups.subscribe(self._job_enqueued)
+        self._start_threads(queries)
         next_rescue = 0.0
         try:
             while not self._stopping.is_set():
@@ -157,6 +184,7 @@ class Worker:
                     break
                 self._wake.wait(self.poll_seconds)
         finally:
+            wakeups.unsubscribe(self._job_enqueued)
             self._shut_down()
         logger.info("worker stopped worker=%s %s", self.worker_id, self.stats)
         return self.stats
@@ -164,9 +192,13 @@ class Worker:
     def _max_jobs_reached(self) -> bool:
         return self.max_jobs is not None and self.stats.claimed >= self.max_jobs
 
+    def _in_hand(self) -> int:
+        """Jobs waiting for a thread or running (call with the lock held)."""
+        return len(self._held) - len(self._completing)
+
     def _free_slots(self) -> int:
         with self._lock:
-            free = self.concurrency - len(self._held)
+            free = self.capacity - self._in_hand()
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.stats.claimed)
         return free
@@ -195,6 +227,18 @@ class Worker:
             self._ready.put(job)
         return jobs
 
+    def _job_enqueued(self, queue: str) -> None:
+        """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
+        if not queue or not self.queues or queue in self.queues:
+            self._wake.set()
+
+    def _slot_freed(self) -> None:
+        """Wake the loop when enough places are free for a batched claim (lock held)."""
+        enough_free = self.capacity - self._in_hand() >= self.claim_threshold
+        # An empty worker in burst or max-jobs mode wakes to exit.
+        if self._wake_on_completion and (enough_free or not self._held):
+            self._wake.set()
+
     def _rescue(self) -> None:
         connection = connections[self.using]
         try:
@@ -216,16 +260,53 @@ class Worker:
 
     # Threads.
 
-    def _start_threads(self) -> None:
+    def _start_threads(self, queries: ModuleType) -> None:
         for number in range(self.concurrency):
             thread = threading.Thread(
                 target=self._execute_jobs, name=f"outbox-worker-{number}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
-        heartbeat = threading.Thread(target=self._heartbeat, name="outbox-heartbeat", daemon=True)
-        heartbeat.start()
-        self._heartbeat_thread = heartbeat
+        self._completer.start()
+        helpers = [("outbox-heartbeat", self._heartbeat), ("outbox-pruner", self._prune)]
+        if queries.LISTENS:
+            helpers.append(("outbox-listener", partial(self._listen, queries)))
+        for name, target in helpers:
+            threading.Thread(target=target, name=name, daemon=True).start()
+
+    def _listen(self, queries: ModuleType) -> None:
+        try:
+            queries.listen(
+                connections[self.using],
+                self._job_enqueued,
+                self._heartbeat_done,
+                retry_seconds=self.poll_seconds,
+            )
+        except Exception:
+            # Never fatal: the loop polls anyway.
+            logger.exception("listener stopped worker=%s; polling only", self.worker_id)
+
+    def _prune(self) -> None:
+        """Delete finished jobs past their retention, in small batches, every heartbeat."""
+        connection = connections[self.using]
+        try:
+            while not self._heartbeat_done.wait(self.heartbeat_seconds):
+                try:
+                    while not self._heartbeat_done.is_set():
+                        deleted = retry_while_locked(
+                            partial(prune_finished, self.using, self.retention),
+                            give_up_after=self.heartbeat_seconds,
+                        )
+                        if not deleted:
+                            break
+                        logger.info("pruned finished jobs count=%s", deleted)
+                        # Let claims and completions in between batches.
+                        time.sleep(0.05)
+                except DatabaseError:
+                    logger.exception("pruning finished jobs failed worker=%s", self.worker_id)
+                    connection.close()
+        finally:
+            connection.close()
 
     def _execute_jobs(self) -> None:
         connection = connections[self.using]
@@ -258,6 +339,7 @@ class Worker:
                 using=self.using,
                 history_limit=self.history_limit,
                 fallback=self.fallback_policy,
+                complete_later=self._complete_later,
             )
         except Exception:
             # Recording the outcome failed (the database went away): the lease will expire and
@@ -265,12 +347,41 @@ class Worker:
             logger.exception("could not record the outcome job=%s task=%s", job.id, job.task_name)
             connection.close()
             outcome = Outcome.LEASE_LOST
+        if outcome is None:
+            # Handed to the completer (see _complete_later), which records the outcome.
+            return
         with self._lock:
             self._held.pop(job.id, None)
             self._started.discard(job.id)
             self.stats.outcomes[outcome] += 1
-        if self._wake_on_completion:
-            self._wake.set()
+            self._slot_freed()
+
+    def _complete_later(self, job: ClaimedJob) -> None:
+        """Free the thread now; the completer marks the job succeeded with others."""
+        with self._lock:
+            self._started.discard(job.id)
+            self._completing.add(job.id)
+            self._slot_freed()
+        self._completer.add(job)
+
+    def _record_completed(self, jobs: list[ClaimedJob], marked: set[int]) -> None:
+        """Called by the completer once a batch is written."""
+        with self._lock:
+            for job in jobs:
+                self._held.pop(job.id, None)
+                self._completing.discard(job.id)
+                outcome = Outcome.SUCCEEDED if job.id in marked else Outcome.LEASE_LOST
+                self.stats.outcomes[outcome] += 1
+            self._slot_freed()
+        for job in jobs:
+            if job.id in marked:
+                report_succeeded(job)
+            else:
+                logger.warning(
+                    "lease lost job=%s task=%s; it ran, but another worker owns it now",
+                    job.id,
+                    job.task_name,
+                )
 
     def _heartbeat(self) -> None:
         connection = connections[self.using]
@@ -314,6 +425,8 @@ class Worker:
         # Threads that saw the stop hand their job back through the queue.
         self._hand_back_unstarted()
         self._give_up_running()
+        # Jobs whose handler returned are recorded before the worker goes.
+        self._completer.stop(timeout=1.0 if self._aborting.is_set() else 30.0)
         self._heartbeat_done.set()
         connections[self.using].close()
 

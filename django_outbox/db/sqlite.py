@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -20,6 +21,8 @@ from ..models import CLAIMABLE, Job, JobStatus
 from .rows import CLAIM_COLUMNS, claimed_jobs
 
 TABLE = Job._meta.db_table
+#: Whether workers can be woken by enqueues in other processes (``listen``).
+LISTENS = False
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
 NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 # SQLite's clock has millisecond precision ('...26.074') but Django writes microseconds
@@ -60,14 +63,65 @@ def claim(
     sql = CLAIM_SQL.format(queue_filter=queue_filter)
     params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, limit]
     # Django's SQLite cursor wants %s placeholders; the raw sqlite3 cursor takes ? directly.
+    cursor = _execute_raw(connection, sql, params)
+    try:
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    return claimed_jobs(rows, worker_id)
+
+
+SUCCEEDED_SET = f"""
+SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
+    lease_expires_at = NULL
+"""
+
+# Raw SQL, not the ORM: it runs once per job on the hot path. Tokens are stored as 32 hex digits.
+MARK_SUCCEEDED_SQL = f"""
+UPDATE {TABLE} {SUCCEEDED_SET}
+WHERE id = ? AND lease_token = ? AND status = '{JobStatus.RUNNING}'
+"""
+
+# One statement per batch; each row is fenced by its own attempt's lease token.
+MARK_MANY_SUCCEEDED_SQL = f"""
+UPDATE {TABLE} {SUCCEEDED_SET}
+WHERE status = '{JobStatus.RUNNING}' AND (id, lease_token) IN (VALUES {{rows}})
+RETURNING id
+"""
+
+#: Jobs per statement, well under SQLite's limit on bound parameters.
+BATCH_LIMIT = 400
+
+
+def _execute_raw(connection: BaseDatabaseWrapper, sql: str, params: Sequence[object]) -> Any:
+    """Run ``sql`` with ``?`` placeholders on the raw sqlite3 connection; return its cursor."""
     connection.ensure_connection()
     assert connection.connection is not None
-    raw = connection.connection.cursor()
+    return connection.connection.execute(sql, params)
+
+
+def mark_succeeded(connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
+    """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
+    cursor = _execute_raw(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token.hex])
     try:
-        rows = raw.execute(sql, params).fetchall()
+        return bool(cursor.rowcount == 1)
     finally:
-        raw.close()
-    return claimed_jobs(rows, worker_id)
+        cursor.close()
+
+
+def mark_many_succeeded(connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]) -> set[int]:
+    """Mark ``jobs`` succeeded in one statement per batch; return the ids of those still held."""
+    marked: set[int] = set()
+    for start in range(0, len(jobs), BATCH_LIMIT):
+        batch = jobs[start : start + BATCH_LIMIT]
+        sql = MARK_MANY_SUCCEEDED_SQL.format(rows=", ".join(["(?, ?)"] * len(batch)))
+        params = [value for job in batch for value in (job.id, job.lease_token.hex)]
+        cursor = _execute_raw(connection, sql, params)
+        try:
+            marked.update(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.close()
+    return marked
 
 
 # Databases switched to WAL by this process: the mode is stored in the database file.

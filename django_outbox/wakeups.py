@@ -1,0 +1,50 @@
+"""Waking idle workers of this process when a job is enqueued, without waiting for their poll.
+
+On PostgreSQL a trigger NOTIFYs every worker on every host (see ``db.postgresql.listen``); this
+module covers the enqueues that no NOTIFY reports: on SQLite, a worker thread in the enqueueing
+process (the demo, tests, a job that enqueues another) is woken directly once the job commits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from functools import partial
+
+from django.db import connections, transaction
+
+#: Callbacks of this process's running workers, called with the queue of each committed enqueue.
+_subscribers: list[Callable[[str], None]] = []
+_lock = threading.Lock()
+
+
+def subscribe(callback: Callable[[str], None]) -> None:
+    with _lock:
+        _subscribers.append(callback)
+
+
+def unsubscribe(callback: Callable[[str], None]) -> None:
+    with _lock:
+        if callback in _subscribers:
+            _subscribers.remove(callback)
+
+
+def _wake(queues: Iterable[str]) -> None:
+    with _lock:
+        subscribers = list(_subscribers)
+    for queue in set(queues):
+        for callback in subscribers:
+            callback(queue)
+
+
+def jobs_enqueued(using: str, queues: Iterable[str]) -> None:
+    """Wake this process's workers for ``queues`` once the enqueue on ``using`` commits."""
+    # The common case, a web process with no worker, costs one truth test.
+    if not _subscribers or connections[using].vendor == "postgresql":
+        return
+    queues = list(queues)
+    if connections[using].in_atomic_block:
+        # A wake-up hint only: the job itself was written in the caller's transaction.
+        transaction.on_commit(partial(_wake, queues), using=using)
+    else:
+        _wake(queues)
