@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_outbox.checks import queue_name_error
 from django_outbox.conf import get_settings
+from django_outbox.supervisor import Supervisor, WorkerOptions, configure_console_logging
 from django_outbox.worker import Worker
 
 
@@ -24,6 +25,16 @@ def positive_int(text: str) -> int:
         raise ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise ArgumentTypeError(f"expected a number >= 0, got {value}")
     return value
 
 
@@ -58,8 +69,22 @@ class Command(BaseCommand):
             "--concurrency",
             type=positive_int,
             default=None,
-            help="Threads running jobs, each with its own database connection. "
+            help="Threads running jobs (per process), each with its own database connection. "
             "Default: OUTBOX['CONCURRENCY'] (4).",
+        )
+        parser.add_argument(
+            "--processes",
+            type=positive_int,
+            default=None,
+            help="Worker processes, each with --concurrency threads, under one supervisor: "
+            "use them to use every core. Default: OUTBOX['PROCESSES'] (1).",
+        )
+        parser.add_argument(
+            "--prefetch",
+            type=non_negative_int,
+            default=None,
+            help="Jobs claimed ahead of free threads (per process), for many short jobs. "
+            "Default: OUTBOX['PREFETCH'] (0).",
         )
         parser.add_argument(
             "--burst",
@@ -70,7 +95,7 @@ class Command(BaseCommand):
             "--max-jobs",
             type=positive_int,
             default=None,
-            help="Exit after running this many jobs.",
+            help="Exit after running this many jobs (each process, with --processes).",
         )
         parser.add_argument(
             "--shutdown-timeout",
@@ -85,15 +110,31 @@ class Command(BaseCommand):
         for name in options["queues"]:
             if problem := queue_name_error(name):
                 raise CommandError(f"--queue: {problem}")
-        get_settings()  # Fails now, with the setting's error, rather than in a thread.
-        self._configure_logging(options["verbosity"])
-        worker = Worker(
+        # Fails now, with the setting's error, rather than in a thread.
+        processes = options["processes"] or get_settings().processes
+        log_level = {0: logging.WARNING, 1: logging.INFO}.get(options["verbosity"], logging.DEBUG)
+        configure_console_logging(log_level)
+        worker_options = WorkerOptions(
             queues=options["queues"],
             concurrency=options["concurrency"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
             shutdown_timeout=options["shutdown_timeout"],
             worker_id=options["worker_id"],
+            prefetch=options["prefetch"],
+            log_level=log_level,
+        )
+        if processes > 1:
+            self._supervise(worker_options, processes)
+            return
+        worker = Worker(
+            queues=worker_options.queues,
+            concurrency=worker_options.concurrency,
+            burst=worker_options.burst,
+            max_jobs=worker_options.max_jobs,
+            shutdown_timeout=worker_options.shutdown_timeout,
+            worker_id=worker_options.worker_id,
+            prefetch=worker_options.prefetch,
         )
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -113,12 +154,24 @@ class Command(BaseCommand):
         stats = worker.run()
         self.stdout.write(f"Worker {worker.worker_id} stopped: {stats}.")
 
-    def _configure_logging(self, verbosity: int) -> None:
-        # Show the worker's log on the console unless the project configured the logger.
-        logger = logging.getLogger("django_outbox")
-        if logger.handlers or logging.getLogger().handlers:
-            return
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+    def _supervise(self, worker_options: WorkerOptions, processes: int) -> None:
+        supervisor = Supervisor(worker_options, processes)
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            again = supervisor.stopping
+            self.stderr.write(
+                f"Received {signal.Signals(signum).name}"
+                + (
+                    " again: workers exit at once."
+                    if again
+                    else ": workers finish their running jobs; send it again to exit at once."
+                )
+            )
+            supervisor.request_stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        failures = supervisor.run()
+        self.stdout.write(f"All {processes} worker processes stopped.")
+        if failures:
+            raise CommandError(f"{failures} worker process exit(s) were errors; see the log.")

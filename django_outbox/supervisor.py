@@ -1,0 +1,202 @@
+"""``run_outbox_worker --processes P``: one supervisor process running P worker processes.
+
+Threads share one interpreter lock, so Python work in handlers (and the worker's own per-job
+work) uses one core per process; processes use them all. The supervisor starts each worker in
+a fresh interpreter (the ``spawn`` method: no state copied from a parent that holds database
+connections and threads), forwards stop signals, and restarts a worker that dies unexpectedly.
+
+This module imports no models: a child imports it before ``django.setup()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from types import FrameType
+from typing import Any
+
+logger = logging.getLogger("django_outbox.worker")
+
+#: Longest pause before restarting a worker that keeps dying.
+MAX_RESTART_DELAY = 30.0
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What each worker process runs with: ``Worker``'s arguments, and modules to import."""
+
+    queues: Sequence[str] = ()
+    concurrency: int | None = None
+    burst: bool = False
+    max_jobs: int | None = None
+    shutdown_timeout: float | None = None
+    worker_id: str | None = None
+    prefetch: int | None = None
+    # Modules that register tasks the project's apps don't import (the benchmark's).
+    imports: Sequence[str] = ()
+    log_level: int | None = None
+    # Extra environment for the children.
+    environ: dict[str, str] = field(default_factory=dict)
+
+    def for_process(self, number: int) -> WorkerOptions:
+        worker_id = f"{self.worker_id}-{number}" if self.worker_id else None
+        return replace(self, worker_id=worker_id)
+
+
+def configure_console_logging(level: int) -> None:
+    """Show the worker's log on stderr unless the project configured logging itself."""
+    package_logger = logging.getLogger("django_outbox")
+    if package_logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
+    )
+    package_logger.addHandler(handler)
+    package_logger.setLevel(level)
+
+
+def run_worker_process(options: WorkerOptions) -> None:
+    """The entry point of one worker process started by the supervisor."""
+    # Ctrl-C reaches the whole process group; the supervisor forwards it as SIGTERM, once.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.update(options.environ)
+    import django
+
+    django.setup()
+    for module in options.imports:
+        importlib.import_module(module)
+    if options.log_level is not None:
+        configure_console_logging(options.log_level)
+    from .worker import Worker
+
+    worker = Worker(
+        queues=options.queues,
+        concurrency=options.concurrency,
+        burst=options.burst,
+        max_jobs=options.max_jobs,
+        shutdown_timeout=options.shutdown_timeout,
+        worker_id=options.worker_id,
+        prefetch=options.prefetch,
+    )
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if worker.stopping:
+            os._exit(128 + signum)
+        worker.request_stop()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _stop_when_orphaned(worker.request_stop)
+    worker.run()
+
+
+def _stop_when_orphaned(stop: Any) -> None:
+    """Stop the worker if the supervisor dies (SIGKILL, OOM), rather than run on unsupervised."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        logger.warning("supervisor %s is gone; stopping", parent)
+        stop()
+
+    threading.Thread(target=watch, name="outbox-orphan-watch", daemon=True).start()
+
+
+class Supervisor:
+    """Run ``processes`` worker processes with ``options`` until stopped (or all are done)."""
+
+    def __init__(self, options: WorkerOptions, processes: int) -> None:
+        if processes < 1:
+            raise ValueError("processes must be at least 1.")
+        self.options = options
+        self.processes = processes
+        self._context = multiprocessing.get_context("spawn")
+        self._children: dict[int, BaseProcess] = {}
+        self._stopping = threading.Event()
+        self._aborting = False
+        self._restart_delay = 1.0
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the running workers."""
+        return [child.pid for child in self._children.values() if child.pid and child.is_alive()]
+
+    def start(self) -> None:
+        for number in range(1, self.processes + 1):
+            self._start(number)
+
+    def _start(self, number: int) -> None:
+        child = self._context.Process(
+            target=run_worker_process,
+            args=(self.options.for_process(number),),
+            name=f"outbox-worker-process-{number}",
+        )
+        child.start()
+        self._children[number] = child
+        logger.info("started worker process number=%s pid=%s", number, child.pid)
+
+    def request_stop(self) -> None:
+        """Ask every worker to stop gracefully; a second call makes them exit at once."""
+        if self._stopping.is_set():
+            self._aborting = True
+        self._stopping.set()
+        for child in self._children.values():
+            if child.pid and child.is_alive():
+                os.kill(child.pid, signal.SIGTERM)
+
+    def wait(self) -> int:
+        """Supervise until every worker has exited; return how many exited with an error."""
+        failures = 0
+        while self._children:
+            finished = wait([child.sentinel for child in self._children.values()], timeout=1.0)
+            for number, child in list(self._children.items()):
+                if child.sentinel not in finished:
+                    continue
+                child.join()
+                del self._children[number]
+                failures += self._on_exit(number, child)
+        return failures
+
+    def _on_exit(self, number: int, child: BaseProcess) -> int:
+        code = child.exitcode
+        if self._stopping.is_set():
+            return 0 if code == 0 or self._aborting else 1
+        if code == 0 and (self.options.burst or self.options.max_jobs):
+            # Its work is done; the supervisor exits once every worker's is.
+            return 0
+        logger.error(
+            "worker process number=%s pid=%s exited with code %s; restarting in %ss",
+            number,
+            child.pid,
+            code,
+            self._restart_delay,
+        )
+        if self._stopping.wait(self._restart_delay):
+            return 1
+        self._restart_delay = min(self._restart_delay * 2, MAX_RESTART_DELAY)
+        self._start(number)
+        return 1
+
+    def run(self) -> int:
+        """Start the workers and supervise them until they have all exited."""
+        self.start()
+        try:
+            return self.wait()
+        finally:
+            for child in self._children.values():
+                if child.is_alive():
+                    child.kill()
