@@ -44,6 +44,9 @@ class WorkerOptions:
     # Modules that register tasks the project's apps don't import (the benchmark's).
     imports: Sequence[str] = ()
     log_level: int | None = None
+    # Log warnings and errors only, whatever the project's logging says (for the bench, where a
+    # line per job would be most of what it measures).
+    quiet: bool = False
     # Extra environment for the children.
     environ: dict[str, str] = field(default_factory=dict)
 
@@ -77,6 +80,8 @@ def run_worker_process(options: WorkerOptions) -> None:
         importlib.import_module(module)
     if options.log_level is not None:
         configure_console_logging(options.log_level)
+    if options.quiet:
+        logging.getLogger("django_outbox").setLevel(logging.WARNING)
     from .worker import Worker
 
     worker = Worker(

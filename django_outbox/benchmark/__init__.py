@@ -1,0 +1,1 @@
+"""Benchmarks shipped with django-outbox: ``manage.py outbox_bench``."""

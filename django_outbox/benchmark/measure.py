@@ -1,0 +1,292 @@
+"""What ``outbox_bench`` measures, one function per figure. Every rate is jobs per second.
+
+The bench writes jobs of its own queue (``outbox-bench``) to the outbox database, starts its
+own worker processes (which alone know its tasks), and deletes its jobs when done. Drain rates
+and latencies use the database's and the system's monotonic clocks, not the bench's polling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections, models, transaction
+from django.db.models import Max, Min
+
+from ..conf import get_settings
+from ..enqueuing import enqueue_many
+from ..models import Job, JobQuerySet
+from ..supervisor import Supervisor, WorkerOptions
+from . import tasks as bench_tasks
+from .tasks import QUEUE, START_PORT_VARIABLE
+
+#: The queue of the finished jobs inserted to measure a large table (never claimed).
+RETAINED_QUEUE = f"{QUEUE}-retained"
+
+
+def using() -> str:
+    return get_settings().database
+
+
+def bench_jobs() -> JobQuerySet:
+    return Job.objects.using(using()).filter(queue=QUEUE)
+
+
+def delete_bench_jobs() -> None:
+    Job.objects.using(using()).filter(queue__in=[QUEUE, RETAINED_QUEUE]).delete()
+    connection = connections[using()]
+    if connection.vendor == "postgresql":
+        # Dead rows from the last run would slow the next one down.
+        with connection.cursor() as cursor:
+            cursor.execute(f"VACUUM ANALYZE {Job._meta.db_table}")
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class Figure:
+    """One measured figure: the median of its runs."""
+
+    name: str
+    unit: str
+    runs: list[float] = field(default_factory=list)
+
+    @property
+    def value(self) -> float:
+        return median(self.runs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "unit": self.unit, "median": self.value, "runs": self.runs}
+
+
+# Enqueue rates.
+
+
+def _bare_row_model() -> type[models.Model]:
+    """A model with the job table's columns and no index, trigger or check beyond its key."""
+    attributes: dict[str, Any] = {
+        "__module__": __name__,
+        "Meta": type("Meta", (), {"app_label": "outbox_bench", "db_table": "outbox_bench_row"}),
+    }
+    for job_field in Job._meta.local_fields:
+        attributes[job_field.name] = job_field.clone()
+    return type("BenchRow", (models.Model,), attributes)
+
+
+_bare_row: type[models.Model] | None = None
+
+
+@contextlib.contextmanager
+def bare_row_table() -> Iterator[type[models.Model]]:
+    """Create the comparison table for the duration of the block."""
+    global _bare_row
+    if _bare_row is None:
+        _bare_row = _bare_row_model()
+    connection = connections[using()]
+    with connection.schema_editor() as editor:
+        editor.create_model(_bare_row)
+    try:
+        yield _bare_row
+    finally:
+        with connection.schema_editor() as editor:
+            editor.delete_model(_bare_row)
+
+
+def rate_of(count: int, operation: Callable[[int], None]) -> float:
+    started = time.perf_counter()
+    for number in range(count):
+        operation(number)
+    return count / (time.perf_counter() - started)
+
+
+def measure_enqueue(count: int) -> tuple[float, float]:
+    """Return (enqueues/s, bare creates/s), one per transaction each, in alternating blocks."""
+    db = using()
+    enqueue_rates: list[float] = []
+    create_rates: list[float] = []
+    with bare_row_table() as bare_row:
+
+        def enqueue_one(number: int) -> None:
+            with transaction.atomic(using=db):
+                bench_tasks.noop.enqueue({"n": number})
+
+        def create_one(number: int) -> None:
+            with transaction.atomic(using=db):
+                bare_row._default_manager.using(db).create(
+                    task_name=bench_tasks.noop.name,
+                    queue=QUEUE,
+                    payload={"n": number},
+                    max_attempts=1,
+                )
+
+        # Alternate short blocks so that both see the same machine.
+        block = max(1, count // 5)
+        for _ in range(5):
+            create_rates.append(rate_of(block, create_one))
+            enqueue_rates.append(rate_of(block, enqueue_one))
+    delete_bench_jobs()
+    return median(enqueue_rates), median(create_rates)
+
+
+def measure_bulk_enqueue(count: int, batch: int) -> float:
+    """Return jobs/s enqueued with enqueue_many, ``batch`` jobs per transaction."""
+    db = using()
+    payloads = [{"n": number} for number in range(batch)]
+    batches = max(1, count // batch)
+    started = time.perf_counter()
+    for _ in range(batches):
+        with transaction.atomic(using=db):
+            enqueue_many(bench_tasks.noop, payloads)
+    rate = batches * batch / (time.perf_counter() - started)
+    delete_bench_jobs()
+    return rate
+
+
+# Workers.
+
+
+@dataclass
+class Workers:
+    """The bench's worker processes, running in the background."""
+
+    supervisor: Supervisor
+    thread: threading.Thread
+
+    def peak_rss_mb(self) -> list[float]:
+        """Each worker process's peak resident memory so far (Linux), in MB."""
+        peaks = []
+        for pid in self.supervisor.pids:
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        peaks.append(int(line.split()[1]) / 1024)
+        return peaks
+
+
+@contextlib.contextmanager
+def running_workers(
+    processes: int, concurrency: int, prefetch: int, environ: dict[str, str] | None = None
+) -> Iterator[Workers]:
+    """Start worker processes for the bench's queue; wait until they run jobs; stop them."""
+    options = WorkerOptions(
+        queues=[QUEUE],
+        concurrency=concurrency,
+        prefetch=prefetch,
+        shutdown_timeout=10,
+        imports=[bench_tasks.__name__],
+        quiet=True,
+        environ=environ or {},
+    )
+    supervisor = Supervisor(options, processes)
+    thread = threading.Thread(target=supervisor.run, name="outbox-bench-supervisor", daemon=True)
+    thread.start()
+    workers = Workers(supervisor, thread)
+    try:
+        # Each process must be up (it has imported Django and connected) before timing starts.
+        drain(processes * max(concurrency, 10), atomic=False, timeout=120)
+        yield workers
+    finally:
+        supervisor.request_stop()
+        thread.join(60)
+        delete_bench_jobs()
+
+
+def enqueue_in_one_transaction(count: int, atomic: bool) -> None:
+    task = bench_tasks.noop_atomic if atomic else bench_tasks.noop
+    with transaction.atomic(using=using()):
+        for start in range(0, count, 5000):
+            enqueue_many(task, [{"n": n} for n in range(start, min(count, start + 5000))])
+
+
+def drain(count: int, *, atomic: bool, timeout: float = 600) -> float:
+    """Enqueue ``count`` jobs at once and return jobs/s from the first claim to the last finish.
+
+    The times are the database's (started_at, finished_at), so the bench's own polling for the
+    end does not blur them.
+    """
+    jobs = bench_jobs()
+    jobs.delete()
+    enqueue_in_one_transaction(count, atomic)
+    deadline = time.monotonic() + timeout
+    while jobs.unfinished().exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{count} jobs did not finish within {timeout}s; are workers up?")
+        time.sleep(0.02)
+    span = jobs.aggregate(first=Min("started_at"), last=Max("finished_at"))
+    failed = jobs.failed().count()
+    if failed:
+        raise RuntimeError(f"{failed} bench jobs failed; see the workers' log.")
+    jobs.delete()
+    seconds: float = (span["last"] - span["first"]).total_seconds()
+    return count / max(seconds, 1e-6)
+
+
+def measure_latency(samples: int, concurrency: int, pause: float = 0.02) -> list[float]:
+    """Return enqueue-commit -> handler-start times in ms, with one idle worker process.
+
+    The handler reports its start over UDP; both ends read the system-wide monotonic clock.
+    """
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.settimeout(10)
+    port = receiver.getsockname()[1]
+    latencies = []
+    try:
+        with running_workers(1, concurrency, 0, {START_PORT_VARIABLE: str(port)}):
+            for number in range(samples + 5):
+                bench_tasks.mark_start.enqueue({"n": number})  # autocommit: committed here
+                committed = time.monotonic()
+                message, _ = receiver.recvfrom(256)
+                reported, started = message.decode().split()
+                if int(reported) != number:
+                    raise RuntimeError(f"job {reported} reported while waiting for {number}")
+                if number >= 5:  # The first few warm the worker's connections up.
+                    latencies.append((float(started) - committed) * 1000)
+                time.sleep(pause)
+    finally:
+        receiver.close()
+    return latencies
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+# A large table of finished jobs.
+
+
+def insert_finished_jobs(count: int) -> None:
+    """Insert ``count`` succeeded jobs directly, in SQL (fast)."""
+    table = Job._meta.db_table
+    connection = connections[using()]
+    if connection.vendor == "postgresql":
+        series = "SELECT g AS n FROM generate_series(1, %s) AS g"
+        now = "now()"
+    else:
+        series = (
+            "WITH RECURSIVE series(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM series "
+            "WHERE n < %s) SELECT n FROM series"
+        )
+        now = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+    sql = f"""
+        INSERT INTO {table} (task_name, queue, payload, status, priority, run_at, attempts,
+            max_attempts, worker_id, enqueued_at, started_at, finished_at, last_error,
+            last_traceback, errors)
+        SELECT 'outbox_bench.noop', '{RETAINED_QUEUE}', '{{}}', 'succeeded', 0, {now}, 1, 1,
+            'bench', {now}, {now}, {now}, '', '', '[]'
+        FROM ({series}) AS numbers
+    """
+    with transaction.atomic(using=using()), connection.cursor() as cursor:
+        cursor.execute(sql, [count])
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"VACUUM ANALYZE {table}")

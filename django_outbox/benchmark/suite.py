@@ -1,0 +1,228 @@
+"""The whole benchmark: which figures, in which order, against which targets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections
+
+from . import measure
+from .floor import FloorUnavailable, measure_floor
+
+#: Every part of the bench, in the order it runs.
+PARTS = ("enqueue", "bulk", "drain", "atomic", "latency", "large-table", "floor")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    runs: int = 3
+    jobs: int = 20_000
+    processes: int = 2
+    concurrency: int = 8
+    prefetch: int = 100
+    enqueue_jobs: int = 5_000
+    bulk_batch: int = 1_000
+    latency_samples: int = 200
+    retained: int = 1_000_000
+    ready: int = 100_000
+    floor_seconds: float = 10.0
+    parts: tuple[str, ...] = PARTS
+
+
+#: The targets of the performance issue, as (figure, at least/at most, value).
+TARGETS: dict[str, dict[str, tuple[str, float]]] = {
+    "postgresql": {
+        "enqueue_per_s": (">=", 1_400),
+        "enqueue_cost_vs_create": ("<=", 1.3),
+        "bulk_enqueue_per_s": (">=", 60_000),
+        "drain_per_s": (">=", 20_000),
+        "drain_vs_claim100_floor": (">=", 0.25),
+        "atomic_drain_per_s": (">=", 2_500),
+        "atomic_drain_vs_claim1_floor": (">=", 0.60),
+        "latency_p50_ms": ("<=", 1.5),
+        "latency_p99_ms": ("<=", 3.0),
+        "large_table_drain_vs_empty": (">=", 0.80),
+        "worker_peak_rss_mb": ("<", 80),
+    },
+    "sqlite": {
+        "drain_per_s": (">=", 1_500),
+        "worker_peak_rss_mb": ("<", 80),
+    },
+}
+
+
+def meets(value: float, comparison: str, target: float) -> bool:
+    return {
+        ">=": value >= target,
+        "<=": value <= target,
+        "<": value < target,
+    }[comparison]
+
+
+def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    """Measure every part of ``config.parts``; return the figures (medians and runs)."""
+    vendor = connections[measure.using()].vendor
+    figures: dict[str, measure.Figure] = {}
+
+    def figure(name: str, unit: str) -> measure.Figure:
+        return figures.setdefault(name, measure.Figure(name, unit))
+
+    measure.delete_bench_jobs()
+    parts = config.parts
+    for run in range(1, config.runs + 1):
+        if "enqueue" in parts:
+            enqueued, created = measure.measure_enqueue(config.enqueue_jobs)
+            figure("enqueue_per_s", "jobs/s").runs.append(enqueued)
+            figure("bare_create_per_s", "rows/s").runs.append(created)
+            figure("enqueue_cost_vs_create", "x").runs.append(created / enqueued)
+            log(f"run {run}: enqueue {enqueued:,.0f}/s, bare create {created:,.0f}/s")
+        if "bulk" in parts:
+            bulk = measure.measure_bulk_enqueue(config.jobs, config.bulk_batch)
+            figure("bulk_enqueue_per_s", "jobs/s").runs.append(bulk)
+            log(f"run {run}: bulk enqueue {bulk:,.0f}/s")
+    if "drain" in parts or "atomic" in parts or "large-table" in parts:
+        with measure.running_workers(
+            config.processes, config.concurrency, config.prefetch
+        ) as workers:
+            for run in range(1, config.runs + 1):
+                if "drain" in parts:
+                    rate = measure.drain(config.jobs, atomic=False)
+                    figure("drain_per_s", "jobs/s").runs.append(rate)
+                    log(f"run {run}: drain (atomic=False) {rate:,.0f}/s")
+                if "atomic" in parts:
+                    rate = measure.drain(config.jobs, atomic=True)
+                    figure("atomic_drain_per_s", "jobs/s").runs.append(rate)
+                    log(f"run {run}: drain (atomic=True) {rate:,.0f}/s")
+            if "large-table" in parts:
+                _large_table(config, figure, log)
+            figure("worker_peak_rss_mb", "MB").runs.append(max(workers.peak_rss_mb(), default=0))
+    if "latency" in parts:
+        for run in range(1, config.runs + 1):
+            latencies = measure.measure_latency(config.latency_samples, config.concurrency)
+            for name, fraction in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
+                figure(f"latency_{name}_ms", "ms").runs.append(
+                    measure.percentile(latencies, fraction)
+                )
+            log(
+                f"run {run}: enqueue->start p50 {measure.percentile(latencies, 0.5):.2f} ms, "
+                f"p99 {measure.percentile(latencies, 0.99):.2f} ms"
+            )
+    floor: dict[str, Any] | None = None
+    if "floor" in parts and vendor == "postgresql":
+        floor = _floor(config, figures, log)
+    return {
+        "vendor": vendor,
+        "config": config.__dict__ | {"parts": list(config.parts)},
+        "figures": {name: item.as_dict() for name, item in figures.items()},
+        "floor": floor,
+        "targets": _check_targets(vendor, figures),
+    }
+
+
+def _large_table(
+    config: BenchConfig,
+    figure: Callable[[str, str], measure.Figure],
+    log: Callable[[str], None],
+) -> None:
+    """Drain ``ready`` jobs on an empty table, then with ``retained`` finished jobs present."""
+    for run in range(1, config.runs + 1):
+        empty = measure.drain(config.ready, atomic=False)
+        figure("drain_empty_table_per_s", "jobs/s").runs.append(empty)
+        log(f"run {run}: drain {config.ready:,} jobs, no finished jobs: {empty:,.0f}/s")
+    log(f"inserting {config.retained:,} finished jobs")
+    measure.insert_finished_jobs(config.retained)
+    try:
+        for run in range(1, config.runs + 1):
+            full = measure.drain(config.ready, atomic=False)
+            figure("drain_large_table_per_s", "jobs/s").runs.append(full)
+            log(f"run {run}: drain {config.ready:,} jobs beside {config.retained:,}: {full:,.0f}/s")
+    finally:
+        measure.delete_bench_jobs()
+    ratio = figure("large_table_drain_vs_empty", "x")
+    ratio.runs.append(
+        figure("drain_large_table_per_s", "jobs/s").value
+        / figure("drain_empty_table_per_s", "jobs/s").value
+    )
+
+
+def _floor(
+    config: BenchConfig, figures: dict[str, measure.Figure], log: Callable[[str], None]
+) -> dict[str, Any] | None:
+    settings = connections[measure.using()].settings_dict
+    conninfo = {
+        key: str(settings[name])
+        for key, name in (
+            ("host", "HOST"),
+            ("port", "PORT"),
+            ("user", "USER"),
+            ("password", "PASSWORD"),
+        )
+        if settings.get(name)
+    }
+    try:
+        floor = measure_floor(conninfo, seconds=config.floor_seconds, runs=config.runs, log=log)
+    except FloorUnavailable as problem:
+        log(f"floor skipped: {problem}")
+        return None
+    ratios = {
+        "enqueue_per_s": floor.insert_per_s,
+        "bulk_enqueue_per_s": floor.insert_per_s,
+        "drain_per_s": floor.claim100_rows_per_s,
+        "atomic_drain_per_s": floor.claim1_per_s,
+    }
+    for name, base in ratios.items():
+        if name in figures:
+            ratio_name = {
+                "enqueue_per_s": "enqueue_vs_insert_floor",
+                "bulk_enqueue_per_s": "bulk_enqueue_vs_insert_floor",
+                "drain_per_s": "drain_vs_claim100_floor",
+                "atomic_drain_per_s": "atomic_drain_vs_claim1_floor",
+            }[name]
+            figures[ratio_name] = measure.Figure(ratio_name, "x", [figures[name].value / base])
+    return floor.as_dict()
+
+
+def _check_targets(vendor: str, figures: dict[str, measure.Figure]) -> dict[str, Any]:
+    checked = {}
+    for name, (comparison, target) in TARGETS.get(vendor, {}).items():
+        if name in figures:
+            value = figures[name].value
+            checked[name] = {
+                "target": f"{comparison} {target:g}",
+                "met": meets(value, comparison, target),
+            }
+    return checked
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """Render the results as a plain-text table, one figure per line."""
+    targets = results["targets"]
+    runs = results["config"]["runs"]
+    lines = [f"django-outbox bench on {results['vendor']} (medians of {runs} runs)"]
+    header = f"{'figure':<34} {'median':>12} {'unit':<7} {'target':<10} {'met':<4} runs"
+    lines += [header, "-" * len(header)]
+    for name, figure in results["figures"].items():
+        target = targets.get(name)
+        runs = ", ".join(_number(value) for value in figure["runs"])
+        lines.append(
+            f"{name:<34} {_number(figure['median']):>12} {figure['unit']:<7} "
+            f"{target['target'] if target else '':<10} "
+            f"{('yes' if target['met'] else 'NO') if target else '':<4} {runs}"
+        )
+    floor = results.get("floor")
+    if floor:
+        lines.append("")
+        lines.append(
+            f"PostgreSQL floor (pgbench, medians): INSERT {floor['insert_per_s']:,.0f}/s, "
+            f"claim 1 {floor['claim1_per_s']:,.0f}/s, "
+            f"claim 100 {floor['claim100_rows_per_s']:,.0f} rows/s"
+        )
+    return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}"

@@ -1,0 +1,35 @@
+"""The benchmark's tasks. Imported only by ``outbox_bench`` and the workers it starts, so no
+other worker runs them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from ..tasks import task
+
+QUEUE = "outbox-bench"
+#: Where ``mark_start`` reports when it started: a UDP port on this host, set by the bench.
+START_PORT_VARIABLE = "OUTBOX_BENCH_START_PORT"
+
+_reporter = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+
+@task(name="outbox_bench.noop", queue=QUEUE, atomic=False, max_attempts=1)
+def noop(payload: Any) -> None:
+    """Nothing: what is measured is the queue's own cost per job."""
+
+
+@task(name="outbox_bench.noop_atomic", queue=QUEUE, atomic=True, max_attempts=1)
+def noop_atomic(payload: Any) -> None:
+    """Nothing, in a transaction that commits with the job's success (one commit per job)."""
+
+
+@task(name="outbox_bench.mark_start", queue=QUEUE, atomic=False, max_attempts=1)
+def mark_start(payload: dict[str, int]) -> None:
+    """Tell the bench when this handler started (the system-wide monotonic clock)."""
+    started = time.monotonic()
+    port = int(os.environ[START_PORT_VARIABLE])
+    _reporter.sendto(f"{payload['n']} {started!r}".encode(), ("127.0.0.1", port))

@@ -1,0 +1,111 @@
+"""``manage.py outbox_bench``: measure django-outbox on this project's database and machine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+from django_outbox.benchmark.measure import using
+from django_outbox.benchmark.suite import PARTS, BenchConfig, format_table, run_bench
+
+from .run_outbox_worker import non_negative_int, positive_int
+
+
+class Command(BaseCommand):
+    help = (
+        "Measure enqueue rates, drain rates, enqueue-to-start latency and worker memory on the "
+        "outbox database, with worker processes of its own. It writes and deletes jobs of queue "
+        "'outbox-bench': run it where no other worker runs every queue. With 'floor' (the "
+        "default, PostgreSQL), pgbench measures what the database itself does, for ratios."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        defaults = BenchConfig()
+        parser.add_argument("--runs", type=positive_int, default=defaults.runs)
+        parser.add_argument(
+            "--jobs", type=positive_int, default=defaults.jobs, help="Jobs per drain run."
+        )
+        parser.add_argument("--processes", type=positive_int, default=defaults.processes)
+        parser.add_argument("--concurrency", type=positive_int, default=defaults.concurrency)
+        parser.add_argument("--prefetch", type=non_negative_int, default=defaults.prefetch)
+        parser.add_argument(
+            "--enqueue-jobs",
+            type=positive_int,
+            default=defaults.enqueue_jobs,
+            help="Jobs enqueued one per transaction, per run.",
+        )
+        parser.add_argument("--bulk-batch", type=positive_int, default=defaults.bulk_batch)
+        parser.add_argument(
+            "--latency-samples", type=positive_int, default=defaults.latency_samples
+        )
+        parser.add_argument(
+            "--retained",
+            type=positive_int,
+            default=defaults.retained,
+            help="Finished jobs in the table for the large-table drain.",
+        )
+        parser.add_argument(
+            "--ready",
+            type=positive_int,
+            default=defaults.ready,
+            help="Jobs drained with and without the finished ones.",
+        )
+        parser.add_argument(
+            "--floor-seconds", type=positive_int, default=int(defaults.floor_seconds)
+        )
+        parser.add_argument(
+            "--only",
+            action="append",
+            choices=PARTS,
+            default=[],
+            help="Measure only this part; repeat for several. Default: all.",
+        )
+        parser.add_argument(
+            "--skip", action="append", choices=PARTS, default=[], help="Leave out this part."
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="Print the results as JSON on stdout."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        vendor = connections[using()].vendor
+        if vendor not in ("postgresql", "sqlite"):
+            raise CommandError(f"outbox_bench supports PostgreSQL and SQLite, not {vendor}.")
+        parts = tuple(
+            part
+            for part in PARTS
+            if (not options["only"] or part in options["only"]) and part not in options["skip"]
+        )
+        if not parts:
+            raise CommandError("--only and --skip leave nothing to measure.")
+        config = BenchConfig(
+            runs=options["runs"],
+            jobs=options["jobs"],
+            processes=options["processes"],
+            concurrency=options["concurrency"],
+            prefetch=options["prefetch"],
+            enqueue_jobs=options["enqueue_jobs"],
+            bulk_batch=options["bulk_batch"],
+            latency_samples=options["latency_samples"],
+            retained=options["retained"],
+            ready=options["ready"],
+            floor_seconds=options["floor_seconds"],
+            parts=parts,
+        )
+
+        def log(line: str) -> None:
+            # Progress goes to stderr, so that --json output stays parseable.
+            if options["verbosity"] > 0:
+                sys.stderr.write(f"{line}\n")
+                sys.stderr.flush()
+
+        results = run_bench(config, log)
+        if options["json"]:
+            self.stdout.write(json.dumps(results, indent=2, default=str))
+        else:
+            self.stdout.write(format_table(results))
