@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 
 from .checks import priority_error, queue_name_error
@@ -136,19 +137,20 @@ def enqueue_many(
     Like ``enqueue``, inside the caller's transaction. Every payload is checked before anything
     is written: one bad payload raises (naming its index) and no job of the batch exists.
     """
-    jobs = []
+    # The options are the same for every job: check them once.
+    template = build_job(task, None, delay=delay, run_at=run_at, priority=priority, queue=queue)
+    encoded = []
     for index, payload in enumerate(payloads):
         try:
-            jobs.append(
-                build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
-            )
+            encoded.append(encode(payload))
         except EnqueueError as error:
             raise type(error)(f"payloads[{index}]: {error}") from error
-    if not jobs:
+    if not encoded:
         return []
-    from .models import Job
+    from .db import queries_for  # Imports the model: see build_job.
 
     using = get_settings().database
-    created = Job.objects.using(using).bulk_create(jobs)
-    jobs_enqueued(using, {job.queue for job in jobs})
-    return created
+    connection = connections[using]
+    jobs: list[Job] = queries_for(connection).insert_jobs(connection, template, encoded)
+    jobs_enqueued(using, [template.queue])
+    return jobs

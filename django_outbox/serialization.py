@@ -41,8 +41,19 @@ def _looks_like_tag(value: dict[str, Any]) -> bool:
     return len(value) == 1 and next(iter(value)) in (*_DECODERS, _ESCAPE)
 
 
+#: Types stored as they are, whatever their value (floats are checked for NaN and infinity).
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+
+
 def encode(value: Any, path: str = "payload") -> JSONValue:
     """Return ``value`` as plain JSON data, or raise PayloadError naming the offending path."""
+    if (
+        type(value) is dict
+        and all(type(key) is str and type(item) in _PLAIN_TYPES for key, item in value.items())
+        and not _looks_like_tag(value)
+    ):
+        # The common payload, {"user_id": 42, "email": "..."}: nothing to convert or check.
+        return dict(value)
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):

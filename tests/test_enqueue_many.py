@@ -32,10 +32,35 @@ def test_a_batch_is_one_insert_on_postgresql():
     if connection.vendor != "postgresql":
         pytest.skip("SQLite splits large INSERTs by its variable limit")
     with CaptureQueriesContext(connection) as queries:
-        tasks.noop.enqueue_many([{"n": n} for n in range(500)])
-    inserts = [query for query in queries if query["sql"].startswith("INSERT")]
-    assert len(inserts) == 1
+        jobs = tasks.noop.enqueue_many([{"n": n} for n in range(500)])
+    assert len(queries) == 1
+    assert "INSERT INTO" in queries[0]["sql"]
     assert Job.objects.count() == 500
+    # The returned jobs are the stored rows, in payload order, with the stored values.
+    stored = {job.pk: job for job in Job.objects.all()}
+    assert [job.payload for job in jobs] == [{"n": n} for n in range(500)]
+    for job in jobs:
+        row = stored[job.pk]
+        assert (row.payload, row.run_at, row.enqueued_at, row.status, row.max_attempts) == (
+            job.payload,
+            job.run_at,
+            job.enqueued_at,
+            job.status,
+            job.max_attempts,
+        )
+
+
+def test_a_none_payload_is_stored_as_sql_null_like_enqueue():
+    single = tasks.noop.enqueue(None)
+    [batched] = tasks.noop.enqueue_many([None])
+    assert Job.objects.filter(pk__in=[single.pk, batched.pk], payload__isnull=True).count() == 2
+
+
+def test_a_batch_with_run_at_or_delay_keeps_it():
+    when = timezone.now() + datetime.timedelta(hours=1)
+    jobs = tasks.noop.enqueue_many([{"n": 1}, {"n": 2}], run_at=when)
+    assert {job.run_at for job in jobs} == {when}
+    assert set(Job.objects.values_list("run_at", flat=True)) == {when}
 
 
 def test_the_batch_is_part_of_the_callers_transaction(second_connection):

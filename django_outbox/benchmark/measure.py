@@ -100,15 +100,31 @@ def bare_row_table() -> Iterator[type[models.Model]]:
             editor.delete_model(_bare_row)
 
 
-def rate_of(count: int, operation: Callable[[int], None]) -> float:
+def rate_of(count: int, operation: Callable[[int], None], clients: int) -> float:
+    """Run ``operation`` ``count`` times over ``clients`` threads (own connections); per s."""
+    share = max(1, count // clients)
+
+    def client(first: int) -> None:
+        try:
+            for number in range(first, first + share):
+                operation(number)
+        finally:
+            connections[using()].close()
+
+    threads = [threading.Thread(target=client, args=(index * share,)) for index in range(clients)]
     started = time.perf_counter()
-    for number in range(count):
-        operation(number)
-    return count / (time.perf_counter() - started)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return share * clients / (time.perf_counter() - started)
 
 
-def measure_enqueue(count: int) -> tuple[float, float]:
-    """Return (enqueues/s, bare creates/s), one per transaction each, in alternating blocks."""
+def measure_enqueue(count: int, clients: int) -> tuple[float, float]:
+    """Return (enqueues/s, bare creates/s), one per transaction, on ``clients`` threads.
+
+    Both run in alternating short blocks, so that both see the same machine.
+    """
     db = using()
     enqueue_rates: list[float] = []
     create_rates: list[float] = []
@@ -127,11 +143,10 @@ def measure_enqueue(count: int) -> tuple[float, float]:
                     max_attempts=1,
                 )
 
-        # Alternate short blocks so that both see the same machine.
-        block = max(1, count // 5)
+        block = max(clients, count // 5)
         for _ in range(5):
-            create_rates.append(rate_of(block, create_one))
-            enqueue_rates.append(rate_of(block, enqueue_one))
+            create_rates.append(rate_of(block, create_one, clients))
+            enqueue_rates.append(rate_of(block, enqueue_one, clients))
     delete_bench_jobs()
     return median(enqueue_rates), median(create_rates)
 

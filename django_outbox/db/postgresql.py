@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -50,6 +53,27 @@ RETURNING {", ".join(f"job.{column}" for column in CLAIM_COLUMNS.split(", "))}
 """
 
 
+# Connections (by their driver connection) already switched to asynchronous commits.
+_async_commit_connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _commit_asynchronously(connection: BaseDatabaseWrapper) -> None:
+    """Let this connection's commits return before their WAL reaches the disk.
+
+    Only for the worker's own bookkeeping (claims, batched completions): if the server crashes
+    and loses the last such commits, those jobs are simply claimable again and run again, the
+    at-least-once a crash means anyway; nothing is lost, and the database stays consistent.
+    It halves a claim's time. Enqueues and atomic jobs' commits stay synchronous, and flush
+    every earlier asynchronous commit with them.
+    """
+    connection.ensure_connection()
+    driver_connection = connection.connection
+    if driver_connection not in _async_commit_connections:
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO off")
+        _async_commit_connections.add(driver_connection)
+
+
 def claim(
     connection: BaseDatabaseWrapper,
     worker_id: str,
@@ -59,6 +83,7 @@ def claim(
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when ``None``)."""
     queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+    _commit_asynchronously(connection)
     with connection.cursor() as cursor:
         cursor.execute(
             CLAIM_SQL.format(queue_filter=queue_filter),
@@ -103,6 +128,7 @@ def mark_succeeded(connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
 
 def mark_many_succeeded(connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]) -> set[int]:
     """Mark ``jobs`` succeeded in one statement; return the ids of those still held."""
+    _commit_asynchronously(connection)
     with connection.cursor() as cursor:
         cursor.execute(
             MARK_MANY_SUCCEEDED_SQL,
@@ -150,6 +176,58 @@ def listen(
         finally:
             if listener is not None:
                 listener.close()
+
+
+# Many jobs of one task and options in one statement: only the payloads differ, so they travel
+# as one JSON array (one json.dumps), and the other columns once. A None payload is stored as
+# SQL NULL, as the ORM stores it. The ORM's bulk_create would prepare every field of
+# every row in Python, several times the cost of the INSERT itself.
+# One row comes back: the ids in payload order (the sequence numbers rows in insertion order)
+# and now(), the enqueue time of every job of the transaction.
+INSERT_JOBS_SQL = f"""
+WITH inserted AS (
+    INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
+        max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors)
+    SELECT %(task_name)s, %(queue)s, NULLIF(payload, 'null'), '{JobStatus.READY}', %(priority)s,
+        COALESCE(%(run_at)s, now()), 0, %(max_attempts)s, '', now(), '', '', '[]'::jsonb
+    FROM jsonb_array_elements(%(payloads)s::jsonb) WITH ORDINALITY AS batch(payload, position)
+    ORDER BY position
+    RETURNING id
+)
+SELECT now(), array_agg(id ORDER BY id) FROM inserted
+"""
+
+
+def insert_jobs(
+    connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+) -> list[Job]:
+    """Insert one job like ``template`` per (encoded) payload; return them, saved."""
+    # Unset (the database's default, now) unless enqueued with a delay or a run_at.
+    run_at = template.run_at if isinstance(template.run_at, datetime.datetime) else None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            INSERT_JOBS_SQL,
+            {
+                "task_name": template.task_name,
+                "queue": template.queue,
+                "priority": template.priority,
+                "run_at": run_at,
+                "max_attempts": template.max_attempts,
+                "payloads": json.dumps(payloads),
+            },
+        )
+        enqueued_at, ids = cursor.fetchone()
+    names = [field.attname for field in Job._meta.concrete_fields]
+    values = [getattr(template, name) for name in names]
+    positions = {name: position for position, name in enumerate(names)}
+    values[positions["run_at"]] = run_at or enqueued_at
+    values[positions["enqueued_at"]] = enqueued_at
+    jobs = []
+    for payload, job_id in zip(payloads, ids, strict=True):
+        values[positions["id"]] = job_id
+        values[positions["payload"]] = payload
+        jobs.append(Job.from_db(connection.alias, names, values))
+    return jobs
 
 
 def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:

@@ -9,6 +9,7 @@ handler holds the only write lock from its first write to its commit, not for it
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -122,6 +123,18 @@ def mark_many_succeeded(connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJ
         finally:
             cursor.close()
     return marked
+
+
+def insert_jobs(
+    connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+) -> list[Job]:
+    """Insert one job like ``template`` per (encoded) payload; return them, saved."""
+    jobs = []
+    for payload in payloads:
+        job = copy.copy(template)
+        job.payload = payload
+        jobs.append(job)
+    return Job.objects.using(connection.alias).bulk_create(jobs)
 
 
 # Databases switched to WAL by this process: the mode is stored in the database file.

@@ -39,6 +39,12 @@ class Command(BaseCommand):
             default=defaults.enqueue_jobs,
             help="Jobs enqueued one per transaction, per run.",
         )
+        parser.add_argument(
+            "--enqueue-clients",
+            type=positive_int,
+            default=defaults.enqueue_clients,
+            help="Threads enqueueing at once (besides the 1-client figure).",
+        )
         parser.add_argument("--bulk-batch", type=positive_int, default=defaults.bulk_batch)
         parser.add_argument(
             "--latency-samples", type=positive_int, default=defaults.latency_samples
@@ -90,6 +96,7 @@ class Command(BaseCommand):
             concurrency=options["concurrency"],
             prefetch=options["prefetch"],
             enqueue_jobs=options["enqueue_jobs"],
+            enqueue_clients=options["enqueue_clients"],
             bulk_batch=options["bulk_batch"],
             latency_samples=options["latency_samples"],
             retained=options["retained"],
