@@ -10,12 +10,17 @@ VENV_LTS := .venv-django52
 PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox
 SQLITE_URL ?= sqlite:///$(CURDIR)/.test-databases/outbox.sqlite3
 PYTEST_ARGS ?=
+BENCH_PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox_bench
+BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
+BENCH_ARGS ?=
+BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk
 
-.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts demo clean
+.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts demo bench clean
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
 	@echo "make test   lint, type-check, and the suite on SQLite and PostgreSQL (Django 6 and 5.2)"
+	@echo "make bench  the pgbench floor and outbox_bench on PostgreSQL, then on SQLite (~10 min)"
 
 # Created once; reinstalled in place when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -60,5 +65,17 @@ demo: install
 	  && ../$(VENV)/bin/python manage.py migrate --verbosity 0 \
 	  && ../$(VENV)/bin/python manage.py demo
 
+# The example project with DEBUG off (DEBUG records every query), on database URL $(1).
+bench_manage = cd example_project && DEBUG=false DATABASE_URL=$(1) ../$(VENV)/bin/python manage.py
+
+bench: install postgres
+	psql "$(dir $(BENCH_PG_URL))postgres" -tAc "SELECT 1 FROM pg_database WHERE datname = '$(notdir $(BENCH_PG_URL))'" | grep -q 1 \
+	  || psql "$(dir $(BENCH_PG_URL))postgres" -c "CREATE DATABASE $(notdir $(BENCH_PG_URL))"
+	$(call bench_manage,$(BENCH_PG_URL)) migrate --verbosity 0
+	$(call bench_manage,$(BENCH_PG_URL)) outbox_bench $(BENCH_ARGS)
+	mkdir -p .bench && rm -f .bench/outbox.sqlite3*
+	$(call bench_manage,$(BENCH_SQLITE_URL)) migrate --verbosity 0
+	$(call bench_manage,$(BENCH_SQLITE_URL)) outbox_bench $(BENCH_SQLITE_ARGS) $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) $(VENV_LTS) .test-databases .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV_LTS) .test-databases .bench .mypy_cache .ruff_cache *.egg-info

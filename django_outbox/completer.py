@@ -61,8 +61,10 @@ class Completer:
 
     def stop(self, timeout: float) -> None:
         """Write what is pending and stop; give up after ``timeout`` seconds (leases expire)."""
-        self._stopping.set()
-        self._has_work.set()
+        # Under the lock: _flush() must not clear the wake-up this stop gives.
+        with self._lock:
+            self._stopping.set()
+            self._has_work.set()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -95,7 +97,8 @@ class Completer:
         """Write the pending jobs; return False (keeping them pending) if the database failed."""
         with self._lock:
             batch, self._pending = self._pending, []
-            self._has_work.clear()
+            if not self._stopping.is_set():
+                self._has_work.clear()
         if not batch:
             return True
         try:

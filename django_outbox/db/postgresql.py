@@ -84,17 +84,27 @@ def claim(
     """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when ``None``)."""
     queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
     _commit_asynchronously(connection)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            CLAIM_SQL.format(queue_filter=queue_filter),
-            {
-                "limit": limit,
-                "lease_seconds": lease_seconds,
-                "worker_id": worker_id,
-                "queues": list(queues or ()),
-            },
-        )
-        return claimed_jobs(cursor.fetchall(), worker_id)
+    params: dict[str, Any] = {
+        "limit": limit,
+        "lease_seconds": lease_seconds,
+        "worker_id": worker_id,
+        "queues": list(queues or ()),
+    }
+    sql = CLAIM_SQL.format(queue_filter=queue_filter)
+    driver_connection: Any = connection.connection
+    if getattr(driver_connection, "prepare_threshold", None) is None:
+        # The project keeps prepared statements off (Django's default, for poolers such as
+        # PgBouncer in transaction mode): the server plans every claim.
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return claimed_jobs(cursor.fetchall(), worker_id)
+    # Prepared statements allowed (OPTIONS["prepare_threshold"]): planning the claim costs
+    # as much as running it, so prepare it at once, on a server-side binding cursor.
+    import psycopg
+
+    with psycopg.Cursor(driver_connection) as raw_cursor:
+        raw_cursor.execute(sql, params, prepare=True)
+        return claimed_jobs(raw_cursor.fetchall(), worker_id)
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling

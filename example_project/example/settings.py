@@ -34,6 +34,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Prepared statements: the server plans each of the worker's frequent queries once per
+    # connection. Leave this out behind a pooler in transaction mode (PgBouncer < 1.21).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -7,6 +7,7 @@ import sys
 from argparse import ArgumentParser
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
@@ -111,6 +112,11 @@ class Command(BaseCommand):
                 sys.stderr.write(f"{line}\n")
                 sys.stderr.flush()
 
+        if settings.DEBUG:
+            log(
+                "Warning: DEBUG is on, so every query is recorded; figures will be lower than "
+                "in production. Run with DEBUG off."
+            )
         results = run_bench(config, log)
         if options["json"]:
             self.stdout.write(json.dumps(results, indent=2, default=str))
