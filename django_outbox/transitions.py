@@ -223,8 +223,11 @@ def prune_finished(using: str, retention: dict[str, float | None], batch_size: i
         seconds = retention.get(key)
         if seconds is None:
             continue
-        expired = Job.objects.using(using).filter(
-            status=status, finished_at__lt=database_time_in(-seconds)
+        # Oldest first, along the index: the default order (-id) would walk every kept job.
+        expired = (
+            Job.objects.using(using)
+            .filter(status=status, finished_at__lt=database_time_in(-seconds))
+            .order_by("finished_at")
         )
         with write_transaction(using):
             ids = list(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +91,72 @@ def workers() -> Iterator[Callable[..., Any]]:
 def log(tmp_path: Path) -> Path:
     """The file record_run appends its runs to."""
     return tmp_path / "runs.log"
+
+
+@pytest.fixture
+def worker_thread() -> Iterator[Callable[..., Worker]]:
+    """Start ``Worker(**options)`` in a thread of this process (``worker_thread(concurrency=2)``).
+
+    At the end each is stopped and joined, and its helper threads (heartbeat, completer,
+    listener, pruner) have ended and closed their connections.
+    """
+    before = set(threading.enumerate())
+    started: list[tuple[Worker, threading.Thread]] = []
+
+    def start(**options: Any) -> Worker:
+        worker = Worker(**options)
+        thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+        thread.start()
+        started.append((worker, thread))
+        return worker
+
+    yield start
+    for worker, _thread in started:
+        worker.request_stop()
+    for _worker, thread in started:
+        thread.join(20)
+        assert not thread.is_alive(), "a worker thread did not stop"
+    deadline = time.monotonic() + 10
+    while True:
+        helpers = [
+            thread
+            for thread in threading.enumerate()
+            if thread.name.startswith("outbox-") and thread not in before
+        ]
+        if not helpers or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert not helpers, f"worker threads still running: {helpers}"
+
+
+@pytest.fixture
+def claims(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Record every claim of this process's workers as (limit asked for, jobs claimed)."""
+    from django_outbox.db import queries_for
+
+    queries = queries_for(connection)
+    real_claim = queries.claim
+    seen: list[tuple[int, int]] = []
+
+    def counting_claim(
+        db: BaseDatabaseWrapper, worker_id: str, queues: Any, limit: int, lease_seconds: float
+    ) -> Any:
+        jobs = real_claim(db, worker_id, queues, limit, lease_seconds)
+        seen.append((limit, len(jobs)))
+        return jobs
+
+    monkeypatch.setattr(queries, "claim", counting_claim)
+    return seen
+
+
+@pytest.fixture
+def handler_gate() -> Iterator[None]:
+    """Reset the events the ``waits_for_test*`` tasks wait on; let any waiting handler go at
+    the end."""
+    from tests.testapp import tasks
+
+    tasks.handler_started.clear()
+    tasks.handler_may_finish.clear()
+    tasks.lease_lost_seen.clear()
+    yield
+    tasks.handler_may_finish.set()

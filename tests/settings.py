@@ -68,3 +68,6 @@ OUTBOX = {
     "SHUTDOWN_TIMEOUT": 10,
     "RETRY": {"BASE_DELAY": 0.0, "MAX_DELAY": 0.0, "JITTER": 0.0},
 }
+# A process test raises the prefetch of the worker processes it starts.
+if os.environ.get("OUTBOX_TEST_PREFETCH"):
+    OUTBOX["PREFETCH"] = int(os.environ["OUTBOX_TEST_PREFETCH"])

@@ -42,6 +42,10 @@ INVALID = [
     pytest.param({"MAX_ATTEMPTS": 0}, "django_outbox.E005", id="E005-zero-attempts"),
     pytest.param({"CONCURRENCY": 2.5}, "django_outbox.E005", id="E005-float"),
     pytest.param({"ERROR_HISTORY": -1}, "django_outbox.E005", id="E005-negative"),
+    pytest.param({"PREFETCH": -1}, "django_outbox.E005", id="E005-negative-prefetch"),
+    pytest.param({"PREFETCH": 1.5}, "django_outbox.E005", id="E005-float-prefetch"),
+    pytest.param({"PROCESSES": 0}, "django_outbox.E005", id="E005-zero-processes"),
+    pytest.param({"PROCESSES": "2"}, "django_outbox.E005", id="E005-string-processes"),
     # E006: a heartbeat too slow for the lease.
     pytest.param(
         {"LEASE_SECONDS": 10, "HEARTBEAT_SECONDS": 6}, "django_outbox.E006", id="E006-slow-beat"
@@ -76,6 +80,14 @@ INVALID = [
     pytest.param({"DEFAULT_QUEUE": ""}, "django_outbox.E009", id="E009-empty"),
     pytest.param({"DEFAULT_QUEUE": None}, "django_outbox.E009", id="E009-none"),
     pytest.param({"DEFAULT_QUEUE": LONG_NAME}, "django_outbox.E009", id="E009-long"),
+    # E010: RETENTION.
+    pytest.param({"RETENTION": 86400}, "django_outbox.E010", id="E010-not-a-dict"),
+    pytest.param({"RETENTION": None}, "django_outbox.E010", id="E010-none"),
+    pytest.param({"RETENTION": {"SUCCESS": 60}}, "django_outbox.E010", id="E010-unknown-key"),
+    pytest.param({"RETENTION": {"SUCCEEDED": 0}}, "django_outbox.E010", id="E010-zero"),
+    pytest.param({"RETENTION": {"FAILED": -1}}, "django_outbox.E010", id="E010-negative"),
+    pytest.param({"RETENTION": {"FAILED": "7d"}}, "django_outbox.E010", id="E010-string"),
+    pytest.param({"RETENTION": {"SUCCEEDED": True}}, "django_outbox.E010", id="E010-bool"),
 ]
 
 
@@ -106,9 +118,15 @@ def test_each_invalid_setting_gives_exactly_its_check_id_with_a_hint(outbox, che
                 "SHUTDOWN_TIMEOUT": 0,
                 "LEASE_SECONDS": 10,
                 "HEARTBEAT_SECONDS": 5,
+                "PREFETCH": 0,
+                "PROCESSES": 1,
+                "RETENTION": {"SUCCEEDED": None, "FAILED": None},
             },
             id="edges",
         ),
+        pytest.param({"RETENTION": {"SUCCEEDED": 0.5}}, id="retention-partial"),
+        pytest.param({"RETENTION": {}}, id="retention-empty"),
+        pytest.param({"PREFETCH": 100, "PROCESSES": 8}, id="prefetch-processes"),
     ],
 )
 def test_valid_settings_give_no_errors(outbox):
@@ -161,6 +179,23 @@ def test_get_settings_follows_override_settings_and_returns_to_the_suite_setting
     after = get_settings()
     assert after == suite
     assert after.lease_seconds == float(settings.OUTBOX["LEASE_SECONDS"])
+
+
+def test_every_retention_problem_is_reported():
+    with override_settings(OUTBOX={"RETENTION": {"SUCCEEDED": 0, "FAILED": "x", "OTHER": 1}}):
+        errors = check_outbox_setting()
+    assert [error.id for error in errors] == ["django_outbox.E010"] * 3
+    assert all(error.hint for error in errors)
+
+
+def test_a_partial_retention_setting_keeps_the_other_default():
+    with override_settings(OUTBOX={"RETENTION": {"SUCCEEDED": None}}):
+        assert get_settings().retention == {
+            "SUCCEEDED": None,
+            "FAILED": DEFAULTS["RETENTION"]["FAILED"],
+        }
+    with override_settings(OUTBOX={"PREFETCH": 7, "PROCESSES": 3}):
+        assert (get_settings().prefetch, get_settings().processes) == (7, 3)
 
 
 def test_a_partial_retry_setting_keeps_the_other_defaults():

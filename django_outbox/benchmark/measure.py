@@ -70,7 +70,7 @@ class Figure:
 # Enqueue rates.
 
 
-def _bare_row_model() -> type[models.Model]:
+def _build_bare_row_model() -> type[models.Model]:
     """A model with the job table's columns and no index, trigger or check beyond its key."""
     attributes: dict[str, Any] = {
         "__module__": __name__,
@@ -84,69 +84,78 @@ def _bare_row_model() -> type[models.Model]:
 _bare_row: type[models.Model] | None = None
 
 
+def bare_row_model() -> type[models.Model]:
+    global _bare_row
+    if _bare_row is None:
+        _bare_row = _build_bare_row_model()
+    return _bare_row
+
+
 @contextlib.contextmanager
 def bare_row_table() -> Iterator[type[models.Model]]:
     """Create the comparison table for the duration of the block."""
-    global _bare_row
-    if _bare_row is None:
-        _bare_row = _bare_row_model()
     connection = connections[using()]
     with connection.schema_editor() as editor:
-        editor.create_model(_bare_row)
+        editor.create_model(bare_row_model())
     try:
-        yield _bare_row
+        yield bare_row_model()
     finally:
         with connection.schema_editor() as editor:
-            editor.delete_model(_bare_row)
+            editor.delete_model(bare_row_model())
 
 
-def rate_of(count: int, operation: Callable[[int], None], clients: int) -> float:
-    """Run ``operation`` ``count`` times over ``clients`` threads (own connections); per s."""
-    share = max(1, count // clients)
+def write_one(kind: str) -> Callable[[int], None]:
+    """Return a function that writes one row of ``kind`` in a transaction of its own.
 
-    def client(first: int) -> None:
-        try:
-            for number in range(first, first + share):
-                operation(number)
-        finally:
-            connections[using()].close()
-
-    threads = [threading.Thread(target=client, args=(index * share,)) for index in range(clients)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return share * clients / (time.perf_counter() - started)
-
-
-def measure_enqueue(count: int, clients: int) -> tuple[float, float]:
-    """Return (enqueues/s, bare creates/s), one per transaction, on ``clients`` threads.
-
-    Both run in alternating short blocks, so that both see the same machine.
+    ``enqueue``: a job, as a view would enqueue it. ``create``: a bare
+    ``Model.objects.create()`` of a row of the same width, the cost enqueueing is held to.
     """
     db = using()
-    enqueue_rates: list[float] = []
-    create_rates: list[float] = []
-    with bare_row_table() as bare_row:
+    if kind == "enqueue":
 
         def enqueue_one(number: int) -> None:
             with transaction.atomic(using=db):
                 bench_tasks.noop.enqueue({"n": number})
 
-        def create_one(number: int) -> None:
-            with transaction.atomic(using=db):
-                bare_row._default_manager.using(db).create(
-                    task_name=bench_tasks.noop.name,
-                    queue=QUEUE,
-                    payload={"n": number},
-                    max_attempts=1,
-                )
+        return enqueue_one
+    bare_row = bare_row_model()
 
-        block = max(clients, count // 5)
-        for _ in range(5):
-            create_rates.append(rate_of(block, create_one, clients))
-            enqueue_rates.append(rate_of(block, enqueue_one, clients))
+    def create_one(number: int) -> None:
+        with transaction.atomic(using=db):
+            bare_row._default_manager.using(db).create(
+                task_name=bench_tasks.noop.name, queue=QUEUE, payload={"n": number}, max_attempts=1
+            )
+
+    return create_one
+
+
+def rate_in_this_process(kind: str, count: int) -> float:
+    operation = write_one(kind)
+    for number in range(-20, 0):
+        operation(number)
+    started = time.perf_counter()
+    for number in range(count):
+        operation(number)
+    return count / (time.perf_counter() - started)
+
+
+def measure_enqueue(count: int, clients: int) -> tuple[float, float]:
+    """Return (enqueues/s, bare creates/s), one per transaction, from ``clients`` processes.
+
+    With one client, in this process. Both run in alternating blocks, so that both see the same
+    machine.
+    """
+    from .clients import rate_in_processes
+
+    enqueue_rates: list[float] = []
+    create_rates: list[float] = []
+    with bare_row_table():
+        for _ in range(3):
+            for kind, rates in (("create", create_rates), ("enqueue", enqueue_rates)):
+                if clients == 1:
+                    rates.append(rate_in_this_process(kind, count // 3))
+                else:
+                    rates.append(rate_in_processes(kind, count // 3, clients))
     delete_bench_jobs()
     return median(enqueue_rates), median(create_rates)
 

@@ -4,12 +4,13 @@ from django.db import migrations, models
 
 # One notification per queue per statement, sent inside the enqueueing transaction: PostgreSQL
 # delivers it only if that commits, and folds identical ones of a transaction into one. Jobs
-# due later are not announced; the worker's poll finds them.
+# due later are not announced; the worker's poll finds them. statement_timestamp(), not now():
+# a job's default run_at is its INSERT's statement time, later than its transaction's start.
 CREATE_TRIGGER = """
 CREATE OR REPLACE FUNCTION django_outbox_job_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('django_outbox', queue)
-    FROM (SELECT DISTINCT queue FROM new_jobs WHERE run_at <= now()) AS due;
+    FROM (SELECT DISTINCT queue FROM new_jobs WHERE run_at <= statement_timestamp()) AS due;
     RETURN NULL;
 END
 $$;

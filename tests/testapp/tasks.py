@@ -122,3 +122,37 @@ def waits_for_test_non_atomic(payload):
     if not handler_may_finish.wait(timeout=30):
         raise TimeoutError("the test never let the handler finish")
     lease_lost_seen.append(current_job().lease_lost)
+
+
+@task(atomic=False, max_attempts=5)
+def record_run_non_atomic(payload):
+    """record_run without a transaction: its success is recorded by the worker's completer."""
+    with Path(payload["log"]).open("a") as log:
+        log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
+    if payload.get("sleep"):
+        time.sleep(payload["sleep"])
+
+
+@task(atomic=False)
+def noop_non_atomic(payload):
+    return None
+
+
+@task(atomic=False, max_attempts=3)
+def taken_over_while_running(payload):
+    """Return after another worker took the job over (as after an expired lease)."""
+    from django_outbox.models import Job
+
+    Job.objects.filter(pk=current_job().id).update(
+        lease_token=payload["new_owner"], worker_id="new-owner"
+    )
+
+
+@task(max_attempts=3)
+def waits_for_test_without_writing(payload):
+    """Like waits_for_test (atomic) but writing nothing: on SQLite it holds no write lock while
+    it waits, and its success is committed by the runner itself, not the completer."""
+    handler_started.set()
+    if not handler_may_finish.wait(timeout=30):
+        raise TimeoutError("the test never let the handler finish")
+    lease_lost_seen.append(current_job().lease_lost)
