@@ -49,10 +49,12 @@ class WorkerOptions:
     quiet: bool = False
     # Extra environment for the children.
     environ: dict[str, str] = field(default_factory=dict)
+    # The process that started this worker; it stops when that one is gone.
+    supervisor_pid: int | None = None
 
     def for_process(self, number: int) -> WorkerOptions:
         worker_id = f"{self.worker_id}-{number}" if self.worker_id else None
-        return replace(self, worker_id=worker_id)
+        return replace(self, worker_id=worker_id, supervisor_pid=os.getpid())
 
 
 def configure_console_logging(level: int) -> None:
@@ -100,18 +102,22 @@ def run_worker_process(options: WorkerOptions) -> None:
         worker.request_stop()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    _stop_when_orphaned(worker.request_stop)
+    if options.supervisor_pid is not None:
+        _stop_when_orphaned(options.supervisor_pid, worker.request_stop)
     worker.run()
 
 
-def _stop_when_orphaned(stop: Any) -> None:
-    """Stop the worker if the supervisor dies (SIGKILL, OOM), rather than run on unsupervised."""
-    parent = os.getppid()
+def _stop_when_orphaned(supervisor_pid: int, stop: Any) -> None:
+    """Stop the worker if the supervisor dies (SIGKILL, OOM), rather than run on unsupervised.
+
+    Its pid comes from the supervisor itself: one that died while this process was starting
+    is noticed too.
+    """
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        logger.warning("supervisor %s is gone; stopping", parent)
+        while os.getppid() == supervisor_pid:
+            time.sleep(0.5)
+        logger.warning("supervisor %s is gone; stopping", supervisor_pid)
         stop()
 
     threading.Thread(target=watch, name="outbox-orphan-watch", daemon=True).start()
@@ -177,9 +183,13 @@ class Supervisor:
         return failures
 
     def _on_exit(self, number: int, child: BaseProcess) -> int:
+        """Restart ``child`` if it should still run; return 1 if its exit was an error."""
         code = child.exitcode
         if self._stopping.is_set():
-            return 0 if code == 0 or self._aborting else 1
+            # A worker still starting when the stop came dies of the SIGTERM itself, before it
+            # could claim anything: a clean exit too.
+            clean = code in (0, -signal.SIGTERM) or self._aborting
+            return 0 if clean else 1
         if code == 0 and (self.options.burst or self.options.max_jobs):
             # Its work is done; the supervisor exits once every worker's is.
             return 0
@@ -190,11 +200,11 @@ class Supervisor:
             code,
             self._restart_delay,
         )
-        if self._stopping.wait(self._restart_delay):
-            return 1
-        self._restart_delay = min(self._restart_delay * 2, MAX_RESTART_DELAY)
-        self._start(number)
-        return 1
+        if not self._stopping.wait(self._restart_delay):
+            self._restart_delay = min(self._restart_delay * 2, MAX_RESTART_DELAY)
+            self._start(number)
+        # Logged and dealt with: the supervisor's own exit is not an error for it.
+        return 0
 
     def run(self) -> int:
         """Start the workers and supervise them until they have all exited."""

@@ -64,7 +64,9 @@ class WorkerProcess:
             self._readers, (self.popen.stdout, self.popen.stderr), strict=True
         ):
             reader.join(timeout=5)
-            if stream is not None:
+            # A reader still blocked (a grandchild holds the pipe open) owns the stream's lock:
+            # closing it would wait for that reader forever.
+            if stream is not None and not reader.is_alive():
                 stream.close()
         return code
 

@@ -38,8 +38,20 @@ def bench_jobs() -> JobQuerySet:
     return Job.objects.using(using()).filter(queue=QUEUE)
 
 
+def delete_jobs_of(*queues: str) -> None:
+    """Delete every job of ``queues`` in one statement.
+
+    Not ``QuerySet.delete()``: it would first look for the project's rows that reference each
+    job (a ForeignKey to Job), which no bench job has, in statements as long as the job list.
+    """
+    table = Job._meta.db_table
+    placeholders = ", ".join(["%s"] * len(queues))
+    with connections[using()].cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE queue IN ({placeholders})", list(queues))
+
+
 def delete_bench_jobs() -> None:
-    Job.objects.using(using()).filter(queue__in=[QUEUE, RETAINED_QUEUE]).delete()
+    delete_jobs_of(QUEUE, RETAINED_QUEUE)
     connection = connections[using()]
     if connection.vendor == "postgresql":
         # Dead rows from the last run would slow the next one down.
@@ -237,7 +249,7 @@ def drain(count: int, *, atomic: bool, timeout: float = 600) -> float:
     end does not blur them.
     """
     jobs = bench_jobs()
-    jobs.delete()
+    delete_jobs_of(QUEUE)
     enqueue_in_one_transaction(count, atomic)
     deadline = time.monotonic() + timeout
     while jobs.unfinished().exists():
@@ -248,7 +260,7 @@ def drain(count: int, *, atomic: bool, timeout: float = 600) -> float:
     failed = jobs.failed().count()
     if failed:
         raise RuntimeError(f"{failed} bench jobs failed; see the workers' log.")
-    jobs.delete()
+    delete_jobs_of(QUEUE)
     seconds: float = (span["last"] - span["first"]).total_seconds()
     return count / max(seconds, 1e-6)
 

@@ -1,0 +1,75 @@
+"""``manage.py outbox_bench`` runs, reports every figure it was asked for, and cleans up.
+
+These check that the bench works, not how fast anything is: speed is measured by ``make bench``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from django_outbox.models import Job
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    # The bench's worker processes inherit the environment: point them at the test database.
+    monkeypatch.setenv("OUTBOX_TEST_DATABASE_NAME", str(connection.settings_dict["NAME"]))
+
+    def run(*arguments: str) -> dict:
+        out = io.StringIO()
+        call_command("outbox_bench", "--json", *arguments, stdout=out, verbosity=0)
+        return json.loads(out.getvalue())
+
+    return run
+
+
+def test_enqueue_and_drain_figures_are_measured_and_the_bench_jobs_deleted(bench):
+    Job.objects.create(task_name="someone.elses", queue="default", max_attempts=1)
+    results = bench(
+        "--runs", "1", "--jobs", "200", "--bulk-batch", "50", "--processes", "1",
+        "--concurrency", "2", "--only", "bulk", "--only", "drain", "--only", "atomic",
+    )  # fmt: skip
+    figures = results["figures"]
+    assert set(figures) == {
+        "bulk_enqueue_per_s",
+        "drain_per_s",
+        "atomic_drain_per_s",
+        "worker_peak_rss_mb",
+    }
+    assert all(figure["median"] > 0 for figure in figures.values())
+    assert results["vendor"] == connection.vendor
+    # Only the bench's own jobs are gone.
+    assert list(Job.objects.values_list("task_name", flat=True)) == ["someone.elses"]
+
+
+@pytest.mark.postgresql
+def test_latency_is_measured_from_commit_to_handler_start(bench):
+    results = bench("--runs", "1", "--latency-samples", "10", "--only", "latency")
+    latency = results["figures"]
+    assert 0 < latency["latency_p50_ms"]["median"] <= latency["latency_p99_ms"]["median"] < 1000
+    assert results["targets"]["latency_p50_ms"]["target"] == "<= 1.5"
+    assert not Job.objects.exists()
+
+
+def test_the_enqueue_figure_compares_with_a_bare_create(bench):
+    results = bench("--runs", "1", "--enqueue-jobs", "30", "--enqueue-clients", "2",
+                    "--only", "enqueue")  # fmt: skip
+    figures = results["figures"]
+    assert figures["enqueue_cost_vs_create"]["median"] == pytest.approx(
+        figures["bare_create_per_s"]["median"] / figures["enqueue_per_s"]["median"]
+    )
+    assert not Job.objects.exists()
+    # The comparison table is dropped again.
+    assert "outbox_bench_row" not in connection.introspection.table_names()
+
+
+def test_nothing_to_measure_is_an_error(bench):
+    with pytest.raises(CommandError, match="leave nothing to measure"):
+        bench("--only", "bulk", "--skip", "bulk")
