@@ -198,7 +198,9 @@ class Worker:
 
     def _free_slots(self) -> int:
         with self._lock:
-            free = self.capacity - self._in_hand()
+            # Jobs waiting for the completer don't take a thread, but they are held: should
+            # the completer fall behind (a slow database), stop claiming rather than pile up.
+            free = min(self.capacity - self._in_hand(), 2 * self.capacity - len(self._held))
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.stats.claimed)
         return free

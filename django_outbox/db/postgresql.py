@@ -74,6 +74,26 @@ def _commit_asynchronously(connection: BaseDatabaseWrapper) -> None:
         _async_commit_connections.add(driver_connection)
 
 
+def _run(connection: BaseDatabaseWrapper, sql: str, params: Any) -> tuple[int, list[Any]]:
+    """Run one hot-path statement; return (rowcount, rows returned).
+
+    When the project allows prepared statements (``OPTIONS["prepare_threshold"]``), the
+    statement is prepared at once on a server-side binding cursor: planning these statements
+    costs about as much as running them. Otherwise (Django's default, for poolers such as
+    PgBouncer in transaction mode) it goes through Django's cursor and is planned every time.
+    """
+    driver_connection: Any = connection.connection
+    if getattr(driver_connection, "prepare_threshold", None) is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount, cursor.fetchall() if cursor.description else []
+    import psycopg
+
+    with psycopg.Cursor(driver_connection) as raw_cursor:
+        raw_cursor.execute(sql, params, prepare=True)
+        return raw_cursor.rowcount, raw_cursor.fetchall() if raw_cursor.description else []
+
+
 def claim(
     connection: BaseDatabaseWrapper,
     worker_id: str,
@@ -90,21 +110,8 @@ def claim(
         "worker_id": worker_id,
         "queues": list(queues or ()),
     }
-    sql = CLAIM_SQL.format(queue_filter=queue_filter)
-    driver_connection: Any = connection.connection
-    if getattr(driver_connection, "prepare_threshold", None) is None:
-        # The project keeps prepared statements off (Django's default, for poolers such as
-        # PgBouncer in transaction mode): the server plans every claim.
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return claimed_jobs(cursor.fetchall(), worker_id)
-    # Prepared statements allowed (OPTIONS["prepare_threshold"]): planning the claim costs
-    # as much as running it, so prepare it at once, on a server-side binding cursor.
-    import psycopg
-
-    with psycopg.Cursor(driver_connection) as raw_cursor:
-        raw_cursor.execute(sql, params, prepare=True)
-        return claimed_jobs(raw_cursor.fetchall(), worker_id)
+    _, rows = _run(connection, CLAIM_SQL.format(queue_filter=queue_filter), params)
+    return claimed_jobs(rows, worker_id)
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling
@@ -119,32 +126,34 @@ UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
 """
 
-# One statement for a batch; each row is fenced by its own attempt's lease token.
+# One statement for a batch; each row is fenced by its own attempt's lease token. Tokens are
+# random and new for every claim, so a row whose token is among the batch's holds its own: the
+# two ANY()s say what pairing them would, and plan as a primary-key lookup whatever the
+# table's statistics say (a join with unnest() can turn into a scan of the whole table).
 MARK_MANY_SUCCEEDED_SQL = f"""
-UPDATE {TABLE} AS job {SUCCEEDED_SET}
-FROM unnest(%s::bigint[], %s::uuid[]) AS done(id, lease_token)
-WHERE job.id = done.id AND job.lease_token = done.lease_token
-  AND job.status = '{JobStatus.RUNNING}'
-RETURNING job.id
+UPDATE {TABLE} {SUCCEEDED_SET}
+WHERE id = ANY(%s::bigint[]) AND lease_token = ANY(%s::uuid[])
+  AND status = '{JobStatus.RUNNING}'
+RETURNING id
 """
 
 
 def mark_succeeded(connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
     """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
-    with connection.cursor() as cursor:
-        cursor.execute(MARK_SUCCEEDED_SQL, [job.id, job.lease_token])
-        return bool(cursor.rowcount == 1)
+    connection.ensure_connection()
+    rowcount, _ = _run(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token])
+    return rowcount == 1
 
 
 def mark_many_succeeded(connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]) -> set[int]:
     """Mark ``jobs`` succeeded in one statement; return the ids of those still held."""
     _commit_asynchronously(connection)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            MARK_MANY_SUCCEEDED_SQL,
-            [[job.id for job in jobs], [job.lease_token for job in jobs]],
-        )
-        return {row[0] for row in cursor.fetchall()}
+    _, rows = _run(
+        connection,
+        MARK_MANY_SUCCEEDED_SQL,
+        [[job.id for job in jobs], [job.lease_token for job in jobs]],
+    )
+    return {row[0] for row in rows}
 
 
 def listen(
