@@ -22,7 +22,10 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .worker import Worker
 
 logger = logging.getLogger("django_outbox.worker")
 
@@ -51,6 +54,20 @@ class WorkerOptions:
     environ: dict[str, str] = field(default_factory=dict)
     # The process that started this worker; it stops when that one is gone.
     supervisor_pid: int | None = None
+
+    def build_worker(self) -> Worker:
+        """Return the Worker these options describe (after ``django.setup()``)."""
+        from .worker import Worker
+
+        return Worker(
+            queues=self.queues,
+            concurrency=self.concurrency,
+            burst=self.burst,
+            max_jobs=self.max_jobs,
+            shutdown_timeout=self.shutdown_timeout,
+            worker_id=self.worker_id,
+            prefetch=self.prefetch,
+        )
 
     def for_process(self, number: int) -> WorkerOptions:
         worker_id = f"{self.worker_id}-{number}" if self.worker_id else None
@@ -84,17 +101,7 @@ def run_worker_process(options: WorkerOptions) -> None:
         configure_console_logging(options.log_level)
     if options.quiet:
         logging.getLogger("django_outbox").setLevel(logging.WARNING)
-    from .worker import Worker
-
-    worker = Worker(
-        queues=options.queues,
-        concurrency=options.concurrency,
-        burst=options.burst,
-        max_jobs=options.max_jobs,
-        shutdown_timeout=options.shutdown_timeout,
-        worker_id=options.worker_id,
-        prefetch=options.prefetch,
-    )
+    worker = options.build_worker()
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         if worker.stopping:

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 from argparse import ArgumentParser, ArgumentTypeError
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -15,37 +16,29 @@ from django.core.management.base import BaseCommand, CommandError
 from django_outbox.checks import queue_name_error
 from django_outbox.conf import get_settings
 from django_outbox.supervisor import Supervisor, WorkerOptions, configure_console_logging
-from django_outbox.worker import Worker
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+def _number_argument(
+    convert: type[int] | type[float], minimum: int, unit: str
+) -> Callable[[str], Any]:
+    """Return an argparse ``type`` that reads a number >= ``minimum``, with clear errors."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise ArgumentTypeError(f"expected {unit}, got {text!r}") from None
+        if value < minimum:
+            limit = "seconds" if convert is float else "a number"
+            raise ArgumentTypeError(f"expected {limit} >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
-
-
-def non_negative_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value < 0:
-        raise ArgumentTypeError(f"expected seconds >= 0, got {value}")
-    return value
+positive_int = _number_argument(int, 1, "a whole number")
+non_negative_int = _number_argument(int, 0, "a whole number")
+non_negative_seconds = _number_argument(float, 0, "a number of seconds")
 
 
 class Command(BaseCommand):
@@ -127,15 +120,7 @@ class Command(BaseCommand):
         if processes > 1:
             self._supervise(worker_options, processes)
             return
-        worker = Worker(
-            queues=worker_options.queues,
-            concurrency=worker_options.concurrency,
-            burst=worker_options.burst,
-            max_jobs=worker_options.max_jobs,
-            shutdown_timeout=worker_options.shutdown_timeout,
-            worker_id=worker_options.worker_id,
-            prefetch=worker_options.prefetch,
-        )
+        worker = worker_options.build_worker()
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             if worker.stopping:
