@@ -192,15 +192,18 @@ class Worker:
     def _max_jobs_reached(self) -> bool:
         return self.max_jobs is not None and self.stats.claimed >= self.max_jobs
 
-    def _in_hand(self) -> int:
-        """Jobs waiting for a thread or running (call with the lock held)."""
-        return len(self._held) - len(self._completing)
+    def _places_free(self) -> int:
+        """How many jobs a claim may take now (call with the lock held).
+
+        Jobs waiting for the completer don't take a thread, but they are held: should the
+        completer fall behind (a slow database), stop claiming rather than pile them up.
+        """
+        waiting_or_running = len(self._held) - len(self._completing)
+        return min(self.capacity - waiting_or_running, 2 * self.capacity - len(self._held))
 
     def _free_slots(self) -> int:
         with self._lock:
-            # Jobs waiting for the completer don't take a thread, but they are held: should
-            # the completer fall behind (a slow database), stop claiming rather than pile up.
-            free = min(self.capacity - self._in_hand(), 2 * self.capacity - len(self._held))
+            free = self._places_free()
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - self.stats.claimed)
         return free
@@ -231,12 +234,18 @@ class Worker:
 
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
-        if not queue or not self.queues or queue in self.queues:
-            self._wake.set()
+        if queue and self.queues and queue not in self.queues:
+            return
+        with self._lock:
+            # A busy worker whose completions will claim anyway waits for a batch's worth of
+            # places: one wake per enqueue would make a claim per enqueue.
+            if self._wake_on_completion and self._places_free() < self.claim_threshold:
+                return
+        self._wake.set()
 
     def _slot_freed(self) -> None:
         """Wake the loop when enough places are free for a batched claim (lock held)."""
-        enough_free = self.capacity - self._in_hand() >= self.claim_threshold
+        enough_free = self._places_free() >= self.claim_threshold
         # An empty worker in burst or max-jobs mode wakes to exit.
         if self._wake_on_completion and (enough_free or not self._held):
             self._wake.set()

@@ -5,6 +5,8 @@ import threading
 import time
 from pathlib import Path
 
+from django.db import connection
+
 from django_outbox import GIVE_UP, RetryPolicy, current_job, task
 
 from .models import Note
@@ -156,3 +158,12 @@ def waits_for_test_without_writing(payload):
     if not handler_may_finish.wait(timeout=30):
         raise TimeoutError("the test never let the handler finish")
     lease_lost_seen.append(current_job().lease_lost)
+
+
+@task
+def records_commit_mode(payload):
+    """Write the handler connection's synchronous_commit (PostgreSQL) into a Note."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        (mode,) = cursor.fetchone()
+    Note.objects.create(text=mode, job_id=current_job().id)

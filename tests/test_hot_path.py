@@ -1,0 +1,107 @@
+"""The hot path's bookkeeping: how claims commit, prepared claims, and claiming in batches."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from django_outbox.db import postgresql
+from django_outbox.models import Job, JobStatus
+from django_outbox.worker import Worker
+from tests.conftest import run_worker
+from tests.testapp import tasks
+from tests.testapp.models import Note
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def show(setting: str, on=connection) -> str:
+    with on.cursor() as cursor:
+        cursor.execute(f"SHOW {setting}")
+        return str(cursor.fetchone()[0])
+
+
+@pytest.mark.postgresql
+def test_claims_commit_asynchronously_but_handlers_synchronously(second_connection):
+    tasks.noop.enqueue({})
+    assert show("synchronous_commit") == "on"
+
+    [job] = postgresql.claim(connection, "w", None, 10, 60)
+
+    assert show("synchronous_commit") == "off"
+    # Only on the claiming connection: others, like the enqueuers', keep the server's setting.
+    assert show("synchronous_commit", second_connection) == "on"
+    assert Job.objects.get(pk=job.id).status == JobStatus.RUNNING
+
+
+@pytest.mark.postgresql
+def test_an_atomic_job_commits_synchronously():
+    job = tasks.records_commit_mode.enqueue({})
+    run_worker()
+    assert Note.objects.get(job_id=job.pk).text == "on"
+
+
+def prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.postgresql
+def test_the_claim_is_prepared_only_when_the_project_allows_prepared_statements():
+    tasks.noop.enqueue_many([{}, {}])
+    connection.ensure_connection()
+    assert connection.connection.prepare_threshold is None  # Django's default
+    postgresql.claim(connection, "w", None, 1, 60)
+    assert not [sql for sql in prepared_statements() if "SKIP LOCKED" in sql]
+
+    connection.connection.prepare_threshold = 5
+    try:
+        [job] = postgresql.claim(connection, "w", None, 1, 60)
+        assert [sql for sql in prepared_statements() if "SKIP LOCKED" in sql]
+        assert postgresql.mark_succeeded(connection, job)
+    finally:
+        connection.close()
+    assert Job.objects.succeeded().count() == 1
+
+
+def hold(worker: Worker, held: int, completing: int) -> None:
+    """Make ``worker`` hold ``held`` jobs, ``completing`` of them waiting for the completer."""
+    worker._held = {job_id: object() for job_id in range(held)}
+    worker._completing = set(range(completing))
+
+
+def test_claims_stop_while_the_completer_is_behind():
+    worker = Worker(concurrency=2, prefetch=0)
+    hold(worker, held=3, completing=2)
+    assert worker._free_slots() == 1  # one thread busy, one free
+    # Every thread free, but twice the capacity already waits for the completer.
+    hold(worker, held=4, completing=4)
+    assert worker._free_slots() == 0
+
+
+def test_an_enqueue_wakes_a_busy_worker_only_for_a_batch_worth_of_places():
+    worker = Worker(concurrency=2, prefetch=10)  # claims in batches of 5 when busy
+    worker._wake_on_completion = True
+    hold(worker, held=10, completing=0)  # 2 places free: completions will claim later
+    worker._job_enqueued("default")
+    assert not worker._wake.is_set()
+
+    hold(worker, held=7, completing=0)  # 5 places free
+    worker._job_enqueued("default")
+    assert worker._wake.is_set()
+
+    # The last claim drained the queue, so no completion will claim: every enqueue wakes it.
+    worker._wake.clear()
+    worker._wake_on_completion = False
+    hold(worker, held=11, completing=0)
+    worker._job_enqueued("default")
+    assert worker._wake.is_set()
+
+
+def test_an_enqueue_to_a_queue_the_worker_does_not_run_never_wakes_it():
+    worker = Worker(queues=["emails"])
+    worker._job_enqueued("reports")
+    assert not worker._wake.is_set()
+    worker._job_enqueued("emails")
+    assert worker._wake.is_set()
