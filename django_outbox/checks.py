@@ -1,9 +1,18 @@
-"""System checks for the ``OUTBOX`` setting, each with a stable id and a hint."""
+"""System checks for the ``OUTBOX`` setting, each with a stable id and a hint.
+
+Every numeric setting has a finite range, defined here once (``RANGES``, ``RETRY_RANGES``,
+``RETENTION_RANGE``) and listed in ``docs/configuration.md``; ``run_outbox_worker``'s options reuse
+them. The ranges keep out values that pass a plain "> 0" test and then misbehave: NaN (which
+compares false with everything), infinities, intervals short enough to hammer the database, and
+delays whose datetimes overflow.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
@@ -12,13 +21,150 @@ from .conf import DEFAULTS, QUEUE_KEYS, RETENTION_KEYS, RETRY_KEYS
 
 QUEUE_NAME_MAX_LENGTH = 100
 #: Ranges of the integer columns these settings end up in.
-PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
-MAX_ATTEMPTS_MAX = 2**31 - 1
+INTEGER_MAX = 2**31 - 1
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), INTEGER_MAX
+MAX_ATTEMPTS_MAX = INTEGER_MAX
 
-POSITIVE_NUMBERS = ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS")
-NON_NEGATIVE_NUMBERS = ("SHUTDOWN_TIMEOUT",)
-POSITIVE_INTEGERS = ("MAX_ATTEMPTS", "CONCURRENCY", "PROCESSES")
-NON_NEGATIVE_INTEGERS = ("ERROR_HISTORY", "PREFETCH")
+MINUTE, HOUR, DAY = 60, 3600, 86400
+
+#: Each loop of a worker (claims when idle, heartbeats) runs at most 100 times a second.
+POLL_SECONDS_MIN = 0.01
+POLL_SECONDS_MAX = HOUR
+HEARTBEAT_SECONDS_MIN = 0.01
+HEARTBEAT_SECONDS_MAX = HOUR
+LEASE_SECONDS_MIN = 1
+LEASE_SECONDS_MAX = 7 * DAY
+#: A lease outlives at least this many heartbeats, so that one late heartbeat loses nothing.
+HEARTBEATS_PER_LEASE = 3
+SHUTDOWN_TIMEOUT_MAX = DAY
+CONCURRENCY_MAX = 1_000
+PROCESSES_MAX = 256
+PREFETCH_MAX = 100_000
+ERROR_HISTORY_MAX = 1_000
+#: Far below what ``timedelta`` (about 1e14 s) and database datetimes (year 9999) can hold.
+RETRY_DELAY_MAX = 30 * DAY
+RETRY_FACTOR_MAX = 100
+RETENTION_MAX = 3650 * DAY
+
+
+def _number_text(number: float) -> str:
+    """Return a bound as the docs write it: ``2592000``, ``0.01``."""
+    return str(int(number)) if number == int(number) else f"{number:g}"
+
+
+def _seconds_text(seconds: float) -> str:
+    """Return a bound in seconds as the docs write it: ``604800 (7 days)``."""
+    text = _number_text(seconds)
+    for size, unit in ((DAY, "day"), (HOUR, "hour"), (MINUTE, "minute")):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{text} ({count} {unit}{'s' if count > 1 else ''})"
+    return text
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values one numeric setting may take, and why it has limits."""
+
+    minimum: float
+    maximum: float
+    why: str
+    kind: Literal["seconds", "integer", "number"] = "seconds"
+    #: Whether ``minimum`` itself is excluded (retention: "> 0").
+    above_minimum: bool = False
+
+    def __str__(self) -> str:
+        if self.kind == "seconds":
+            low, high = _seconds_text(self.minimum), _seconds_text(self.maximum)
+        else:
+            low, high = _number_text(self.minimum), _number_text(self.maximum)
+        kind = {"seconds": "a number of seconds", "integer": "an integer"}.get(
+            self.kind, "a number"
+        )
+        if self.above_minimum:
+            return f"{kind} > {low} and <= {high}"
+        return f"{kind} from {low} to {high}"
+
+    def problem(self, value: object) -> str | None:
+        """Return why ``value`` is not in this range, or ``None`` when it is."""
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"is {shown}, not a number; it must be {self}."
+        if self.kind == "integer" and not isinstance(value, int):
+            return f"is {shown}, not an integer; it must be {self}."
+        # Before the comparisons, which NaN passes whatever they say. Only floats can be
+        # non-finite, and math.isfinite() overflows on a huge int.
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"is {shown}, which is not a finite number; it must be {self}."
+        too_low = value <= self.minimum if self.above_minimum else value < self.minimum
+        if too_low or value > self.maximum:
+            return f"is {shown}, out of range; it must be {self}."
+        return None
+
+
+#: The top-level numeric settings, by key.
+RANGES: dict[str, Range] = {
+    "POLL_SECONDS": Range(
+        POLL_SECONDS_MIN,
+        POLL_SECONDS_MAX,
+        "An idle worker looks for jobs this often: shorter hammers the database, longer "
+        "delays jobs whose wake-up was missed.",
+    ),
+    "HEARTBEAT_SECONDS": Range(
+        HEARTBEAT_SECONDS_MIN,
+        HEARTBEAT_SECONDS_MAX,
+        "A worker extends its leases and prunes old jobs this often; shorter hammers the database.",
+    ),
+    "LEASE_SECONDS": Range(
+        LEASE_SECONDS_MIN,
+        LEASE_SECONDS_MAX,
+        "A job whose worker died runs again this long after its last heartbeat.",
+    ),
+    "SHUTDOWN_TIMEOUT": Range(
+        0, SHUTDOWN_TIMEOUT_MAX, "Running jobs get this long to finish after a stop signal."
+    ),
+    "MAX_ATTEMPTS": Range(
+        1,
+        MAX_ATTEMPTS_MAX,
+        "The first run counts (1 means never retry); the column is a 32-bit integer.",
+        kind="integer",
+    ),
+    "CONCURRENCY": Range(
+        1,
+        CONCURRENCY_MAX,
+        "Threads per worker process, each with its own database connection.",
+        kind="integer",
+    ),
+    "PROCESSES": Range(
+        1, PROCESSES_MAX, "Worker processes under one supervisor; one a core.", kind="integer"
+    ),
+    "PREFETCH": Range(
+        0,
+        PREFETCH_MAX,
+        "Jobs a worker holds beyond its free threads; each is held in memory and leased.",
+        kind="integer",
+    ),
+    "ERROR_HISTORY": Range(
+        0,
+        ERROR_HISTORY_MAX,
+        "Past errors kept in each job's row; 0 keeps only last_error.",
+        kind="integer",
+    ),
+}
+#: Settings whose problems are reported as E004 (durations) and E005 (counts).
+DURATIONS = ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS", "SHUTDOWN_TIMEOUT")
+COUNTS = ("MAX_ATTEMPTS", "CONCURRENCY", "PROCESSES", "ERROR_HISTORY", "PREFETCH")
+
+RETRY_RANGES: dict[str, Range] = {
+    "BASE_DELAY": Range(0, RETRY_DELAY_MAX, "The delay after the first failed attempt."),
+    "MAX_DELAY": Range(0, RETRY_DELAY_MAX, "No retry waits longer than this."),
+    "FACTOR": Range(1, RETRY_FACTOR_MAX, "Each delay is the previous one times this.", "number"),
+    "JITTER": Range(0, 1, "Each delay varies by up to this fraction of itself.", "number"),
+}
+#: Seconds finished jobs are kept (``None``, forever, is allowed beside it).
+RETENTION_RANGE = Range(
+    0, RETENTION_MAX, "Finished jobs older than this are deleted.", above_minimum=True
+)
 
 
 def queue_name_error(name: object) -> str | None:
@@ -53,14 +199,6 @@ def max_attempts_error(max_attempts: object) -> str | None:
     return None
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _retry_errors(retry: object, where: str) -> list[CheckMessage]:
     if not isinstance(retry, dict):
         return [
@@ -81,21 +219,12 @@ def _retry_errors(retry: object, where: str) -> list[CheckMessage]:
             )
         )
     for key in sorted(set(retry) & RETRY_KEYS):
-        value = retry[key]
-        if not _is_number(value):
-            valid = False
-        elif key == "FACTOR":
-            valid = value >= 1
-        elif key == "JITTER":
-            valid = 0 <= value <= 1
-        else:
-            valid = value >= 0
-        if not valid:
+        bounds = RETRY_RANGES[key]
+        if problem := bounds.problem(retry[key]):
             errors.append(
                 Error(
-                    f"{where}['{key}'] is {value!r}, which is not a valid value.",
-                    hint="BASE_DELAY and MAX_DELAY are seconds >= 0, FACTOR is >= 1, "
-                    "JITTER is a fraction between 0 and 1.",
+                    f"{where}['{key}'] {problem}",
+                    hint=f"{bounds.why} The default is {DEFAULTS['RETRY'][key]}.",
                     id="django_outbox.E007",
                 )
             )
@@ -104,7 +233,7 @@ def _retry_errors(retry: object, where: str) -> list[CheckMessage]:
 
 def _retention_errors(retention: object) -> list[CheckMessage]:
     hint = (
-        f"Use keys among {sorted(RETENTION_KEYS)}, each a number of seconds > 0 or None to keep "
+        f"Use keys among {sorted(RETENTION_KEYS)}, each {RETENTION_RANGE} or None to keep "
         "those jobs forever."
     )
     if not isinstance(retention, dict):
@@ -121,10 +250,10 @@ def _retention_errors(retention: object) -> list[CheckMessage]:
         )
     for key in sorted(set(retention) & RETENTION_KEYS):
         value = retention[key]
-        if value is not None and not (_is_number(value) and value > 0):
+        if value is not None and (problem := RETENTION_RANGE.problem(value)):
             errors.append(
                 Error(
-                    f"OUTBOX['RETENTION']['{key}'] is {value!r}, which is not a valid value.",
+                    f"OUTBOX['RETENTION']['{key}'] {problem}",
                     hint=hint,
                     id="django_outbox.E010",
                 )
@@ -211,39 +340,29 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
                 id="django_outbox.E003",
             )
         )
-    for key in POSITIVE_NUMBERS + NON_NEGATIVE_NUMBERS:
-        value = merged[key]
-        minimum_ok = _is_number(value) and (value > 0 if key in POSITIVE_NUMBERS else value >= 0)
-        if not minimum_ok:
+    for key in DURATIONS + COUNTS:
+        bounds = RANGES[key]
+        if problem := bounds.problem(merged[key]):
             errors.append(
                 Error(
-                    f"OUTBOX['{key}'] is {value!r}; it must be a number of seconds "
-                    f"{'> 0' if key in POSITIVE_NUMBERS else '>= 0'}.",
-                    hint=f"The default is {DEFAULTS[key]}.",
-                    id="django_outbox.E004",
-                )
-            )
-    for key in POSITIVE_INTEGERS + NON_NEGATIVE_INTEGERS:
-        value = merged[key]
-        if not (
-            _is_integer(value)
-            and (1 if key in POSITIVE_INTEGERS else 0) <= value <= MAX_ATTEMPTS_MAX
-        ):
-            errors.append(
-                Error(
-                    f"OUTBOX['{key}'] is {value!r}; it must be an integer "
-                    f"from {'1' if key in POSITIVE_INTEGERS else '0'} to {MAX_ATTEMPTS_MAX}.",
-                    hint=f"The default is {DEFAULTS[key]}.",
-                    id="django_outbox.E005",
+                    f"OUTBOX['{key}'] {problem}",
+                    hint=f"{bounds.why} The default is {DEFAULTS[key]}.",
+                    id="django_outbox.E004" if key in DURATIONS else "django_outbox.E005",
                 )
             )
     lease, heartbeat = merged["LEASE_SECONDS"], merged["HEARTBEAT_SECONDS"]
-    if _is_number(lease) and _is_number(heartbeat) and heartbeat * 2 > lease:
+    if (
+        not RANGES["LEASE_SECONDS"].problem(lease)
+        and not RANGES["HEARTBEAT_SECONDS"].problem(heartbeat)
+        and heartbeat * HEARTBEATS_PER_LEASE > lease
+    ):
         errors.append(
             Error(
-                f"OUTBOX['HEARTBEAT_SECONDS'] ({heartbeat}) must be at most half of "
-                f"OUTBOX['LEASE_SECONDS'] ({lease}).",
-                hint="Otherwise one late heartbeat lets another worker take over a running job.",
+                f"OUTBOX['LEASE_SECONDS'] ({lease}) must be at least {HEARTBEATS_PER_LEASE} "
+                f"times OUTBOX['HEARTBEAT_SECONDS'] ({heartbeat}).",
+                hint="Otherwise one late heartbeat lets another worker take over a running job: "
+                f"raise LEASE_SECONDS to {heartbeat * HEARTBEATS_PER_LEASE:g} or more, or lower "
+                "HEARTBEAT_SECONDS.",
                 id="django_outbox.E006",
             )
         )

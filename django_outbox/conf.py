@@ -10,7 +10,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-#: Every key of ``settings.OUTBOX`` with its default. ``docs/configuration.md`` explains each.
+#: Every key of ``settings.OUTBOX`` with its default. ``docs/configuration.md`` explains each;
+#: the allowed range of each number is in ``checks.py``.
 DEFAULTS: dict[str, Any] = {
     # The database alias whose connection enqueues and claims jobs. Enqueue joins the caller's
     # atomic block only when the caller's block is on this alias.
@@ -19,7 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_QUEUE": "default",
     # How long a claim holds a job before another worker may take it over.
     "LEASE_SECONDS": 60.0,
-    # How often a worker extends the leases of the jobs it holds. Must be well under the lease.
+    # How often a worker extends the leases of the jobs it holds: at most a third of the lease.
     "HEARTBEAT_SECONDS": 10.0,
     # How long an idle worker sleeps between looks for runnable jobs.
     "POLL_SECONDS": 1.0,

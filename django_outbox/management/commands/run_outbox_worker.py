@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -13,32 +14,45 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_outbox.checks import queue_name_error
+from django_outbox.checks import (
+    INTEGER_MAX,
+    PREFETCH_MAX,
+    SHUTDOWN_TIMEOUT_MAX,
+    queue_name_error,
+)
 from django_outbox.conf import get_settings
 from django_outbox.supervisor import Supervisor, WorkerOptions, configure_console_logging
 
 
 def _number_argument(
-    convert: type[int] | type[float], minimum: int, unit: str
+    convert: type[int] | type[float], minimum: int, maximum: int, unit: str
 ) -> Callable[[str], Any]:
-    """Return an argparse ``type`` that reads a number >= ``minimum``, with clear errors."""
+    """Return an argparse ``type`` that reads a finite number from ``minimum`` to ``maximum``."""
 
     def parse(text: str) -> Any:
         try:
             value = convert(text)
         except ValueError:
             raise ArgumentTypeError(f"expected {unit}, got {text!r}") from None
+        # float() reads "nan" and "inf", which the comparisons below would let through. (Only
+        # floats: math.isfinite() overflows on a huge int.)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ArgumentTypeError(f"expected a finite number, got {text!r}")
+        limit = "seconds" if convert is float else "a number"
         if value < minimum:
-            limit = "seconds" if convert is float else "a number"
             raise ArgumentTypeError(f"expected {limit} >= {minimum}, got {value}")
+        if value > maximum:
+            raise ArgumentTypeError(f"expected {limit} <= {maximum}, got {value}")
         return value
 
     return parse
 
 
-positive_int = _number_argument(int, 1, "a whole number")
-non_negative_int = _number_argument(int, 0, "a whole number")
-non_negative_seconds = _number_argument(float, 0, "a number of seconds")
+# positive_int also counts jobs (--max-jobs, and outbox_bench's sizes): its maximum is the
+# integer columns', not CONCURRENCY_MAX or PROCESSES_MAX.
+positive_int = _number_argument(int, 1, INTEGER_MAX, "a whole number")
+non_negative_int = _number_argument(int, 0, PREFETCH_MAX, "a whole number")
+non_negative_seconds = _number_argument(float, 0, SHUTDOWN_TIMEOUT_MAX, "a number of seconds")
 
 
 class Command(BaseCommand):
