@@ -1,18 +1,30 @@
-"""The admin: jobs with their errors and tracebacks, and a retry action for failed ones."""
+"""The admin: jobs with their errors and tracebacks, and a retry action for failed ones.
+
+Its search is built to stay fast on a table of millions of jobs, some with megabytes of payload:
+see ``JobAdmin.get_search_results`` and ``docs/admin.md``.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.contrib.admin.views.main import SEARCH_VAR
+from django.db import OperationalError, connections, transaction
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
-from django.utils.text import Truncator
+from django.utils.text import Truncator, format_lazy
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from .conf import get_settings
 from .models import Job
 from .transitions import retry_failed
 
@@ -21,6 +33,61 @@ if TYPE_CHECKING:
 else:
     # ModelAdmin is generic only in the type stubs.
     JobModelAdmin = admin.ModelAdmin
+
+#: Longest search the changelist runs; a longer one is refused before any query.
+SEARCH_MAX_LENGTH = 200
+#: What makes a search look in error messages (``last_error``), which may be long.
+ERROR_SEARCH_PREFIX = "error:"
+#: The largest id a search by id looks up (the column is a 64-bit integer).
+ID_MAX = 2**63 - 1
+# PostgreSQL's code for a statement cancelled by statement_timeout.
+QUERY_CANCELED = "57014"
+
+
+@contextmanager
+def query_time_limit(using: str, seconds: float) -> Iterator[None]:
+    """Stop any query on ``using`` that runs longer than ``seconds``, with OperationalError.
+
+    PostgreSQL: ``statement_timeout`` for the length of a transaction (each query gets
+    ``seconds``). SQLite: a progress handler that interrupts the running statement once
+    ``seconds`` have passed since entry. Other databases: no limit.
+    """
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with transaction.atomic(using=using):
+            with connection.cursor() as cursor:
+                # set_config(..., true) is SET LOCAL that takes a parameter: it ends with the
+                # transaction, or with the savepoint when the request runs in ATOMIC_REQUESTS.
+                cursor.execute("SELECT current_setting('statement_timeout')")
+                previous = cursor.fetchone()[0]
+                cursor.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", [f"{seconds * 1000:.0f}"]
+                )
+            yield
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+    elif connection.vendor == "sqlite":
+        connection.ensure_connection()
+        raw = connection.connection
+        deadline = time.monotonic() + seconds
+        # Called every 10,000 virtual machine instructions; a true result interrupts.
+        raw.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+        try:
+            yield
+        finally:
+            raw.set_progress_handler(None, 0)
+    else:
+        yield
+
+
+def is_time_limit(error: OperationalError) -> bool:
+    """Return whether ``error`` is a query stopped by ``query_time_limit``."""
+    cause = error.__cause__
+    if isinstance(cause, sqlite3.OperationalError):
+        return str(cause) == "interrupted"
+    return getattr(cause, "sqlstate", None) == QUERY_CANCELED or (
+        getattr(cause, "pgcode", None) == QUERY_CANCELED
+    )
 
 
 @admin.register(Job)
@@ -37,8 +104,18 @@ class JobAdmin(JobModelAdmin):
         "last_error_short",
     )
     list_filter = ("status", "queue", "task_name")
-    search_fields = ("task_name", "queue", "last_error", "worker_id")
-    search_help_text = _("Task, queue, worker or error text.")
+    # Shown and documented; get_search_results decides what a search really runs.
+    search_fields = ("=id", "task_name", "^queue", "^worker_id")
+    search_help_text = format_lazy(
+        _(
+            "A job id, or part of a task name, or the start of a queue or worker name. "
+            "Type error: first to search error messages instead (slower), e.g. "
+            "error:timed out. At most {length} characters."
+        ),
+        length=SEARCH_MAX_LENGTH,
+    )
+    #: Seconds each query of a changelist that searches may run before it is stopped.
+    search_time_limit = 5.0
     date_hierarchy = "enqueued_at"
     list_per_page = 50
     show_full_result_count = False
@@ -75,6 +152,79 @@ class JobAdmin(JobModelAdmin):
     # Jobs change only through the queue's own transitions; the admin inspects and retries.
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        # The alias workers use, and the one search's time limit is set on.
+        return super().get_queryset(request).using(get_settings().database)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        """Filter by a search that reads short columns only, unless it asks for errors.
+
+        An integer is a job id (the primary key). Other text matches part of the task name or
+        the start of the queue or worker id: columns of at most 255 characters, so a search
+        reads no payload, traceback or error message however large. ``error:TEXT`` matches
+        part of ``last_error`` instead. Searches longer than ``SEARCH_MAX_LENGTH`` run no query.
+        """
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if len(term) > SEARCH_MAX_LENGTH:
+            self.message_user(
+                request,
+                _(
+                    "Searches are limited to %(limit)d characters; this one has %(length)d. "
+                    "Nothing was searched."
+                )
+                % {"limit": SEARCH_MAX_LENGTH, "length": len(term)},
+                messages.WARNING,
+            )
+            return queryset.none(), False
+        if term[: len(ERROR_SEARCH_PREFIX)].lower() == ERROR_SEARCH_PREFIX:
+            text = term[len(ERROR_SEARCH_PREFIX) :].strip()
+            return (queryset.filter(last_error__icontains=text) if text else queryset), False
+        if term.isdecimal() and int(term) <= ID_MAX:
+            return queryset.filter(pk=int(term)), False
+        return (
+            queryset.filter(
+                Q(task_name__icontains=term)
+                | Q(queue__istartswith=term)
+                | Q(worker_id__istartswith=term)
+            ),
+            False,
+        )
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Only a search can make the list's queries slow enough to need a limit: without one,
+        # a limit that fired would fire again on the page the user is sent back to.
+        if request.method != "GET" or not request.GET.get(SEARCH_VAR, "").strip():
+            return super().changelist_view(request, extra_context)
+        using = get_settings().database
+        try:
+            with query_time_limit(using, self.search_time_limit):
+                response = super().changelist_view(request, extra_context)
+                # The result list is a lazy queryset: render now, under the limit.
+                if isinstance(response, TemplateResponse):
+                    response.render()
+        except OperationalError as error:
+            if not is_time_limit(error):
+                raise
+            self.message_user(
+                request,
+                _(
+                    "The search was stopped after %(seconds)g seconds. Search by id, task, "
+                    "queue or worker, or filter by status first."
+                )
+                % {"seconds": self.search_time_limit},
+                messages.ERROR,
+            )
+            params = request.GET.copy()
+            del params[SEARCH_VAR]
+            return HttpResponseRedirect(f"{request.path}?{params.urlencode()}")
+        return response
 
     @admin.display(description=_("attempts"))
     def attempts_display(self, job: Job) -> str:

@@ -6,10 +6,13 @@ import uuid
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import constants as message_levels
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 import django_outbox
+from django_outbox.admin import SEARCH_MAX_LENGTH, JobAdmin
 from django_outbox.models import Job, JobStatus
 from tests.conftest import run_worker
 from tests.testapp import tasks
@@ -111,7 +114,7 @@ class TestChangelist:
         disk = make_failed(tasks.always_fails.enqueue(), error="OSError: disk full on /var")
         make_failed(tasks.always_fails.enqueue(), error="ValueError: bad address")
         tasks.noop.enqueue()
-        response = admin_client.get(reverse(CHANGELIST), {"q": "disk full"})
+        response = admin_client.get(reverse(CHANGELIST), {"q": "error:disk full"})
         assert response.status_code == 200
         assert listed(response) == {disk.pk}
 
@@ -255,3 +258,173 @@ def test_a_retried_job_can_succeed(admin_client):
     run_worker()
     job.refresh_from_db()
     assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 2)
+
+
+def queries_on_jobs(captured):
+    """Return the SQL of the captured queries that read the job table."""
+    return [
+        query["sql"] for query in captured.captured_queries if "django_outbox_job" in query["sql"]
+    ]
+
+
+def where_clauses(captured):
+    return [sql.partition(" WHERE ")[2] for sql in queries_on_jobs(captured) if " WHERE " in sql]
+
+
+def search(client, term, **params):
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(reverse(CHANGELIST), {"q": term, **params})
+    return response, captured
+
+
+BIG_COLUMNS = ("payload", "last_error", "last_traceback", '"errors"')
+
+
+@pytest.mark.django_db
+class TestSearch:
+    @pytest.mark.parametrize("length", [SEARCH_MAX_LENGTH + 1, 10_000])
+    def test_a_search_longer_than_the_limit_is_refused_with_a_message_and_no_query(
+        self, admin_client, length
+    ):
+        tasks.noop.enqueue()
+        response, captured = search(admin_client, "x" * length)
+        assert response.status_code == 200
+        assert listed(response) == set()
+        assert sent_messages(response) == [
+            (
+                message_levels.WARNING,
+                f"Searches are limited to {SEARCH_MAX_LENGTH} characters; this one has "
+                f"{length}. Nothing was searched.",
+            )
+        ]
+        # Only the list filters' choices read the table; no search, no result list.
+        assert not any("LIKE" in sql.upper() for sql in queries_on_jobs(captured))
+
+    def test_a_search_of_the_longest_length_allowed_runs(self, admin_client):
+        name = "t" * SEARCH_MAX_LENGTH
+        job = django_outbox.enqueue("tests.testapp.tasks.noop")
+        Job.objects.filter(pk=job.pk).update(task_name=name)
+        response, _ = search(admin_client, name)
+        assert listed(response) == {job.pk}
+        assert sent_messages(response) == []
+
+    def test_an_integer_finds_the_job_with_that_id_by_primary_key(self, admin_client):
+        jobs = [tasks.noop.enqueue() for _ in range(3)]
+        response, captured = search(admin_client, f" {jobs[1].pk} ")
+        assert response.status_code == 200
+        assert listed(response) == {jobs[1].pk}
+        assert not any("LIKE" in where.upper() for where in where_clauses(captured))
+
+    def test_an_integer_too_large_for_an_id_finds_nothing_and_does_not_fail(self, admin_client):
+        tasks.noop.enqueue()
+        response, _ = search(admin_client, "9" * 30)
+        assert response.status_code == 200
+        assert listed(response) == set()
+
+    @pytest.mark.parametrize(
+        ("term", "expected"),
+        [
+            pytest.param("write_note", {"note"}, id="part-of-the-task"),
+            pytest.param("TESTAPP.TASKS.NOOP", {"worked"}, id="task-any-case"),
+            pytest.param("emails", {"note"}, id="queue"),
+            pytest.param("ema", {"note"}, id="start-of-the-queue"),
+            pytest.param("mails", set(), id="not-the-middle-of-a-queue"),
+            pytest.param("host-a", {"worked"}, id="start-of-the-worker"),
+            pytest.param("pid-7", set(), id="not-the-middle-of-a-worker"),
+            pytest.param("nothing-like-it", set(), id="no-match"),
+        ],
+    )
+    def test_text_matches_the_task_or_the_start_of_the_queue_or_worker(
+        self, admin_client, term, expected
+    ):
+        jobs = {
+            "note": tasks.write_note.enqueue({"text": "hi"}),
+            "worked": make_running(tasks.noop.enqueue()),
+        }
+        Job.objects.filter(pk=jobs["worked"].pk).update(worker_id="host-a:pid-7")
+        response, _ = search(admin_client, term)
+        assert response.status_code == 200
+        assert listed(response) == {jobs[name].pk for name in expected}
+
+    def test_error_text_is_searched_only_with_the_error_prefix(self, admin_client):
+        disk = make_failed(tasks.always_fails.enqueue(), error="OSError: disk full on /var")
+        make_failed(tasks.always_fails.enqueue(), error="ValueError: bad address")
+        assert listed(search(admin_client, "disk full")[0]) == set()
+        assert listed(search(admin_client, "error:disk full")[0]) == {disk.pk}
+        assert listed(search(admin_client, "ERROR:  Disk Full ")[0]) == {disk.pk}
+        # The prefix alone searches nothing.
+        assert len(listed(search(admin_client, "error:")[0])) == 2
+
+    def test_the_default_search_reads_no_payload_or_error_column(self, admin_client):
+        """A job with megabytes of payload and error is not scanned by an ordinary search."""
+        # Written past enqueue's payload limit, as rows from before it (or raw SQL) can be.
+        big = make_failed(tasks.noop.enqueue(), error="E" * 1_000_000 + " noop")
+        Job.objects.filter(pk=big.pk).update(payload={"blob": "p" * 3_000_000})
+        for term in ("noop", str(big.pk)):
+            response, captured = search(admin_client, term)
+            assert response.status_code == 200
+            assert big.pk in listed(response)
+            wheres = where_clauses(captured)
+            assert wheres
+            for where in wheres:
+                for column in BIG_COLUMNS:
+                    assert column not in where, (term, where)
+        # The same check sees it when the search does read the error column.
+        response, captured = search(admin_client, "error:noop")
+        assert listed(response) == {big.pk}
+        assert any("last_error" in where for where in where_clauses(captured))
+
+    def test_a_search_that_runs_too_long_is_stopped_with_a_message_not_an_error_page(
+        self, admin_client, monkeypatch
+    ):
+        tasks.noop.enqueue()
+        searches = JobAdmin.get_search_results
+
+        def slow_search(self, request, queryset, term):
+            queryset, duplicates = searches(self, request, queryset, term)
+            if term:
+                queryset = queryset.extra(where=[SLOW_CONDITION[connection.vendor]])
+            return queryset, duplicates
+
+        monkeypatch.setattr(JobAdmin, "get_search_results", slow_search)
+        monkeypatch.setattr(JobAdmin, "search_time_limit", 0.2)
+        response = admin_client.get(reverse(CHANGELIST), {"q": "noop", "status__exact": "ready"})
+        # Had the query run to its end, the list would show (200).
+        assert response.status_code == 302
+        assert response["Location"] == f"{reverse(CHANGELIST)}?status__exact=ready"
+        page = admin_client.get(response["Location"])
+        assert sent_messages(page) == [
+            (
+                message_levels.ERROR,
+                "The search was stopped after 0.2 seconds. Search by id, task, queue or worker, "
+                "or filter by status first.",
+            )
+        ]
+        assert statement_timeout() == "0"
+
+    def test_a_search_leaves_the_connection_without_a_time_limit(self, admin_client):
+        tasks.noop.enqueue()
+        response, _ = search(admin_client, "noop")
+        assert response.status_code == 200
+        assert statement_timeout() == "0"
+        # A slow query after the request runs to its end.
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT 1 WHERE {SLOW_CONDITION[connection.vendor]}")
+            assert cursor.fetchall() == [(1,)]
+
+
+#: A condition that takes about a second (PostgreSQL) or several (SQLite) to evaluate.
+SLOW_CONDITION = {
+    "postgresql": "(SELECT true FROM pg_sleep(1))",
+    "sqlite": "(WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 3000000) "
+    "SELECT count(*) FROM c) > 0",
+}
+
+
+def statement_timeout():
+    """Return PostgreSQL's statement_timeout on the test connection ("0" elsewhere)."""
+    if connection.vendor != "postgresql":
+        return "0"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        return cursor.fetchone()[0]
