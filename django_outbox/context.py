@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from contextvars import ContextVar
@@ -23,16 +24,30 @@ class ClaimedJob:
     id: int
     task_name: str
     queue: str
-    payload: Any
+    # The payload as the database returned it (JSON text, or parsed JSON); ``payload`` once
+    # the attempt has decoded it.
+    stored_payload: Any
     attempt: int
     max_attempts: int
     priority: int
     lease_token: uuid.UUID
     worker_id: str
+    payload: Any = None
     _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
     # Set by the runner once the handler returned or raised: the outcome is being recorded, and
     # the runner itself notices a lost lease from then on.
     handler_done: bool = field(default=False, repr=False)
+
+    def decode_payload(self) -> Any:
+        """Decode the stored payload into ``payload``; raise if the row holds one it can't."""
+        from .serialization import decode
+
+        stored = self.stored_payload
+        # SQLite returns JSON text; PostgreSQL's driver parses jsonb itself.
+        if isinstance(stored, str | bytes):
+            stored = json.loads(stored)
+        self.payload = decode(stored)
+        return self.payload
 
     @property
     def lease_lost(self) -> bool:

@@ -8,11 +8,12 @@ import traceback
 from collections.abc import Callable
 from typing import Literal
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from . import signals
 from .context import ClaimedJob, reset_current_job, set_current_job
-from .exceptions import LeaseLostError, TaskNotRegisteredError
+from .db import queries_for
+from .exceptions import BrokenTransactionError, LeaseLostError, TaskNotRegisteredError
 from .models import JobStatus
 from .registry import get_task, registered_names
 from .retry import RetryPolicy, decision_delay
@@ -20,6 +21,14 @@ from .tasks import Task
 from .transitions import Failure, mark_succeeded, record_failure
 
 logger = logging.getLogger("django_outbox.worker")
+
+BROKEN_TRANSACTION = (
+    "The handler caught a database error inside the job's transaction without rolling back to "
+    "a savepoint, so the transaction can only roll back: this attempt failed and none of its "
+    "writes were kept. To go on after a statement that may fail (an IntegrityError, say), run "
+    "that statement in its own `with transaction.atomic():` block and catch the error outside "
+    "it."
+)
 
 
 class Outcome(enum.Enum):
@@ -30,10 +39,16 @@ class Outcome(enum.Enum):
     LEASE_LOST = "lease_lost"
 
 
+class UndecodablePayload(Exception):
+    """The job's stored payload cannot be decoded: a retry would meet the same data."""
+
+
 def retry_delay(
     task: Task | None, job: ClaimedJob, exc: BaseException, fallback: RetryPolicy
 ) -> tuple[float | None, str]:
     """Return (seconds until the next attempt or None to fail now, a note for the error text)."""
+    if isinstance(exc, UndecodablePayload):
+        return None, "not retried: retrying cannot change the stored data."
     if job.attempt >= job.max_attempts:
         return None, ""
     if task is None:
@@ -89,18 +104,42 @@ def run_job(
             "or a job of another service?). It retries with backoff in case a worker that knows "
             f"it (a newer deploy) takes it. Registered: {', '.join(registered_names()) or 'none'}."
         )
+        logger.error(
+            "job of an unknown task job=%s task=%s attempt=%s/%s: most likely the code that "
+            "enqueues it was deployed before this worker's (deploy workers first), or the task "
+            "was renamed or removed while jobs of it were pending; it retries with backoff",
+            job.id,
+            job.task_name,
+            job.attempt,
+            job.max_attempts,
+        )
         return _fail(job, None, error, "", using, history_limit, fallback)
+
+    try:
+        job.decode_payload()
+    except Exception as exc:
+        undecodable = UndecodablePayload(
+            f"The stored payload of job {job.id} cannot be decoded ({_describe(exc)}); it was "
+            "written by other code than enqueue() or edited by hand. Fix the payload and retry "
+            "the job."
+        )
+        undecodable.__cause__ = exc
+        trace = "".join(traceback.format_exception(exc))
+        return _fail(job, task, undecodable, trace, using, history_limit, fallback)
 
     context = set_current_job(job)
     try:
         if task.atomic:
             # The handler's writes and the success mark commit together; if the lease was lost
             # meanwhile, raising rolls back the handler's writes too.
+            connection = connections[using]
             with transaction.atomic(using=using):
                 try:
                     task.func(job.payload)
                 finally:
                     job.handler_done = True
+                if queries_for(connection).transaction_broken(connection):
+                    raise BrokenTransactionError(BROKEN_TRANSACTION)
                 if not mark_succeeded(job, using):
                     raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")
         else:

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
-from types import FrameType
 from typing import TYPE_CHECKING, Any
+
+from .stopping import ABORT_SIGNAL, on_supervised_signals
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -89,8 +90,16 @@ def configure_console_logging(level: int) -> None:
 
 def run_worker_process(options: WorkerOptions) -> None:
     """The entry point of one worker process started by the supervisor."""
-    # Ctrl-C reaches the whole process group; the supervisor forwards it as SIGTERM, once.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Before anything slow: a stop that comes while Django starts is kept for the worker.
+    worker: Worker | None = None
+    stop_requested = threading.Event()
+
+    def stop() -> None:
+        stop_requested.set()
+        if worker is not None:
+            worker.request_stop()
+
+    on_supervised_signals(stop)
     os.environ.update(options.environ)
     import django
 
@@ -102,13 +111,8 @@ def run_worker_process(options: WorkerOptions) -> None:
     if options.quiet:
         logging.getLogger("django_outbox").setLevel(logging.WARNING)
     worker = options.build_worker()
-
-    def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        if worker.stopping:
-            os._exit(128 + signum)
+    if stop_requested.is_set():
         worker.request_stop()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
     if options.supervisor_pid is not None:
         _stop_when_orphaned(options.supervisor_pid, worker.request_stop)
     worker.run()
@@ -172,9 +176,10 @@ class Supervisor:
         if self._stopping.is_set():
             self._aborting = True
         self._stopping.set()
+        signum = ABORT_SIGNAL if self._aborting else signal.SIGTERM
         for child in self._children.values():
             if child.pid and child.is_alive():
-                os.kill(child.pid, signal.SIGTERM)
+                os.kill(child.pid, signum)
 
     def wait(self) -> int:
         """Supervise until every worker has exited; return how many exited with an error."""
@@ -193,8 +198,8 @@ class Supervisor:
         """Restart ``child`` if it should still run; return 1 if its exit was an error."""
         code = child.exitcode
         if self._stopping.is_set():
-            # A worker still starting when the stop came dies of the SIGTERM itself, before it
-            # could claim anything: a clean exit too.
+            # A stop asked for is no error: a worker still starting when the stop came may die
+            # of the SIGTERM itself, before it could claim anything.
             clean = code in (0, -signal.SIGTERM) or self._aborting
             return 0 if clean else 1
         if code == 0 and (self.options.burst or self.options.max_jobs):

@@ -8,7 +8,8 @@ clocks never decide who owns a job.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+import uuid
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,22 +165,27 @@ def retry_failed(jobs: models.QuerySet[Job]) -> int:
 
 
 def rescue_expired_leases(
-    using: str, history_limit: int, batch_size: int = 100, alive_worker_id: str | None = None
+    using: str,
+    history_limit: int,
+    batch_size: int = 100,
+    held_tokens: Collection[uuid.UUID] = (),
 ) -> int:
     """Take back jobs whose worker stopped renewing the lease; return how many.
 
     The lost attempt counts: the job retries after its queue's backoff, or fails when that was
     its last attempt. The new status clears the token, so the vanished worker, should it come
-    back, changes nothing. ``alive_worker_id``: the caller's own worker, whose jobs are not
-    taken back (it knows it is alive, and its heartbeat may merely be late).
+    back, changes nothing. ``held_tokens``: the lease tokens of the jobs the caller itself
+    holds, which are not taken back (it knows it is alive, and its heartbeat may merely be
+    late). Jobs are matched by token, never by worker id: a worker restarted under the same
+    id (a systemd unit, a StatefulSet pod) must take back what its predecessor left.
     """
     from .conf import get_settings
     from .retry import RetryPolicy
 
     outbox_settings = get_settings()
     expired_jobs = Job.objects.using(using).expired_leases()
-    if alive_worker_id is not None:
-        expired_jobs = expired_jobs.exclude(worker_id=alive_worker_id)
+    if held_tokens:
+        expired_jobs = expired_jobs.exclude(lease_token__in=list(held_tokens))
     # One transaction: the row locks keep two rescuers (or a late heartbeat) off these jobs.
     with write_transaction(using):
         expired = list(

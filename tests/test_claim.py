@@ -43,6 +43,9 @@ def test_claimed_jobs_carry_what_the_handler_needs():
     assert claimed.id == job.pk
     assert claimed.task_name == "tests.testapp.tasks.write_note"
     assert claimed.queue == "emails"
+    # Decoded by the attempt, not the claim: a poison payload fails its own job only.
+    assert claimed.payload is None
+    assert claimed.decode_payload() == {"text": "x"}
     assert claimed.payload == {"text": "x"}
     assert (claimed.attempt, claimed.max_attempts, claimed.priority) == (1, 10, 3)
 

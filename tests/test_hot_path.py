@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from django_outbox.db import postgresql
+from django_outbox.db.postgresql import queries as postgresql
 from django_outbox.models import Job, JobStatus
 from django_outbox.worker import Worker
 from tests.conftest import run_worker
@@ -67,8 +67,8 @@ def test_the_claim_is_prepared_only_when_the_project_allows_prepared_statements(
 
 def hold(worker: Worker, held: int, completing: int) -> None:
     """Make ``worker`` hold ``held`` jobs, ``completing`` of them waiting for the completer."""
-    worker._held = {job_id: object() for job_id in range(held)}
-    worker._completing = set(range(completing))
+    worker.held._jobs = {job_id: object() for job_id in range(held)}
+    worker.held._completing = set(range(completing))
 
 
 def test_claims_stop_while_the_completer_is_behind():

@@ -133,7 +133,7 @@ def test_a_handler_whose_lease_is_taken_away_has_its_writes_rolled_back(held_han
     job, worker = held_handler(tasks.waits_for_test)
     new_owner = take_over(job.pk)
     # The next heartbeat tells the handler.
-    wait_until(lambda: any(held.lease_lost for held in list(worker._held.values())))
+    wait_until(lambda: any(held.lease_lost for held in worker.held.all()))
     tasks.handler_may_finish.set()
     wait_until(lambda: worker.stats.outcomes[Outcome.LEASE_LOST] == 1)
     assert tasks.lease_lost_seen == [True]
@@ -145,7 +145,7 @@ def test_a_handler_whose_lease_is_taken_away_has_its_writes_rolled_back(held_han
 def test_a_non_atomic_handler_that_lost_its_lease_cannot_overwrite_the_new_owner(held_handler):
     job, worker = held_handler(tasks.waits_for_test_non_atomic)
     new_owner = take_over(job.pk)
-    wait_until(lambda: any(held.lease_lost for held in list(worker._held.values())))
+    wait_until(lambda: any(held.lease_lost for held in worker.held.all()))
     tasks.handler_may_finish.set()
     wait_until(lambda: worker.stats.outcomes[Outcome.LEASE_LOST] == 1)
     assert tasks.lease_lost_seen == [True]

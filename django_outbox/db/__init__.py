@@ -1,9 +1,7 @@
-"""Queries that differ by database, one module per vendor behind one interface.
+"""Queries that differ by database: one module per vendor, each a ``DatabaseQueries``.
 
-Each module provides ``claim(connection, worker_id, queues, limit, lease_seconds)`` returning
-the claimed jobs, ``prepare_worker_connection(connection)``, and ``write_transaction(connection)``
-for transactions that read and then write. Everything the ORM can say
-the same way on every database lives in ``django_outbox.transitions`` instead.
+``queries_for(connection)`` returns the one for a connection's database. Everything the ORM
+can say the same way on every database lives in ``django_outbox.transitions`` instead.
 """
 
 from __future__ import annotations
@@ -12,27 +10,31 @@ import random
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from types import ModuleType
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import postgresql, sqlite
+from .base import DatabaseQueries
 
 T = TypeVar("T")
 
 
-def queries_for(connection: BaseDatabaseWrapper) -> ModuleType:
-    """Return the query module for ``connection``'s database."""
-    if connection.vendor == "postgresql":
-        return postgresql
-    if connection.vendor == "sqlite":
-        return sqlite
-    raise NotImplementedError(
-        f"django-outbox supports PostgreSQL and SQLite; database {connection.alias!r} is "
-        f"{connection.vendor}."
-    )
+_QUERIES: dict[str, DatabaseQueries] = {
+    queries.vendor: queries for queries in (postgresql.queries, sqlite.queries)
+}
+
+
+def queries_for(connection: BaseDatabaseWrapper) -> DatabaseQueries:
+    """Return the queries for ``connection``'s database."""
+    try:
+        return _QUERIES[connection.vendor]
+    except KeyError:
+        raise NotImplementedError(
+            f"django-outbox supports PostgreSQL and SQLite; database {connection.alias!r} is "
+            f"{connection.vendor}."
+        ) from None
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -66,4 +68,4 @@ def retry_while_locked(
 def write_transaction(using: str) -> AbstractContextManager[None]:
     """Return a transaction for code that reads rows and then writes them."""
     connection = connections[using]
-    return cast(AbstractContextManager[None], queries_for(connection).write_transaction(connection))
+    return queries_for(connection).write_transaction(connection)

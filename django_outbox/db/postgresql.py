@@ -7,22 +7,22 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, ClassVar
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..context import ClaimedJob
 from ..models import CLAIMABLE, Job, JobStatus
+from ..outage import ErrorBackoff
+from .base import DatabaseQueries, Result
 from .rows import CLAIM_COLUMNS, claimed_jobs
 
 logger = logging.getLogger("django_outbox.worker")
 
 TABLE = Job._meta.db_table
-#: Whether workers can be woken by enqueues in other processes (``listen``).
-LISTENS = True
 #: The channel the enqueue trigger (migration 0002) notifies, with the queue's name as payload.
 CHANNEL = "django_outbox"
 
@@ -42,6 +42,10 @@ WITH picked AS (
 UPDATE {TABLE} AS job
 SET status = '{JobStatus.RUNNING}',
     attempts = job.attempts + 1,
+    -- A row made claimable with its attempts used up (edited by hand, imported, or retried
+    -- by an older version) gets one more attempt rather than failing every claim on the
+    -- attempts-within-max constraint, as the admin's retry does.
+    max_attempts = GREATEST(job.max_attempts, job.attempts + 1),
     lease_token = gen_random_uuid(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
     worker_id = %(worker_id)s,
@@ -51,67 +55,6 @@ FROM picked
 WHERE job.id = picked.id
 RETURNING {", ".join(f"job.{column}" for column in CLAIM_COLUMNS.split(", "))}
 """
-
-
-# Connections (by their driver connection) already switched to asynchronous commits.
-_async_commit_connections: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _commit_asynchronously(connection: BaseDatabaseWrapper) -> None:
-    """Let this connection's commits return before their WAL reaches the disk.
-
-    Only for the worker's own bookkeeping (claims, batched completions): if the server crashes
-    and loses the last such commits, those jobs are simply claimable again and run again, the
-    at-least-once a crash means anyway; nothing is lost, and the database stays consistent.
-    It halves a claim's time. Enqueues and atomic jobs' commits stay synchronous, and flush
-    every earlier asynchronous commit with them.
-    """
-    connection.ensure_connection()
-    driver_connection = connection.connection
-    if driver_connection not in _async_commit_connections:
-        with connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO off")
-        _async_commit_connections.add(driver_connection)
-
-
-def _run(connection: BaseDatabaseWrapper, sql: str, params: Any) -> tuple[int, list[Any]]:
-    """Run one hot-path statement; return (rowcount, rows returned).
-
-    When the project allows prepared statements (``OPTIONS["prepare_threshold"]``), the
-    statement is prepared at once on a server-side binding cursor: planning these statements
-    costs about as much as running them. Otherwise (Django's default, for poolers such as
-    PgBouncer in transaction mode) it goes through Django's cursor and is planned every time.
-    """
-    driver_connection: Any = connection.connection
-    if getattr(driver_connection, "prepare_threshold", None) is None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount, cursor.fetchall() if cursor.description else []
-    import psycopg
-
-    with psycopg.Cursor(driver_connection) as raw_cursor:
-        raw_cursor.execute(sql, params, prepare=True)
-        return raw_cursor.rowcount, raw_cursor.fetchall() if raw_cursor.description else []
-
-
-def claim(
-    connection: BaseDatabaseWrapper,
-    worker_id: str,
-    queues: Sequence[str] | None,
-    limit: int,
-    lease_seconds: float,
-) -> list[ClaimedJob]:
-    """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when ``None``)."""
-    queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
-    _commit_asynchronously(connection)
-    params: dict[str, Any] = {
-        "limit": limit,
-        "lease_seconds": lease_seconds,
-        "worker_id": worker_id,
-        "queues": list(queues or ()),
-    }
-    _, rows = _run(connection, CLAIM_SQL.format(queue_filter=queue_filter), params)
-    return claimed_jobs(rows, worker_id)
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling
@@ -138,65 +81,6 @@ RETURNING id
 """
 
 
-def mark_succeeded(connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
-    """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
-    connection.ensure_connection()
-    rowcount, _ = _run(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token])
-    return rowcount == 1
-
-
-def mark_many_succeeded(connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]) -> set[int]:
-    """Mark ``jobs`` succeeded in one statement; return the ids of those still held."""
-    _commit_asynchronously(connection)
-    _, rows = _run(
-        connection,
-        MARK_MANY_SUCCEEDED_SQL,
-        [[job.id for job in jobs], [job.lease_token for job in jobs]],
-    )
-    return {row[0] for row in rows}
-
-
-def listen(
-    connection: BaseDatabaseWrapper,
-    on_enqueue: Callable[[str], None],
-    stop: threading.Event,
-    retry_seconds: float,
-) -> None:
-    """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set.
-
-    Runs on a connection of its own (LISTEN needs one that stays idle, outside transactions),
-    reconnecting after ``retry_seconds`` when it breaks; the worker's polling covers the gaps.
-    """
-    try:
-        import psycopg
-    except ImportError:
-        logger.warning("wake-ups need psycopg 3; the worker polls instead")
-        return
-    reconnecting = False
-    while not stop.is_set():
-        listener: Any = None
-        try:
-            listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-            listener.execute(f"LISTEN {CHANNEL}")
-            if reconnecting:
-                # Jobs enqueued while not listening were missed: look once.
-                on_enqueue("")
-            while not stop.is_set():
-                for notification in listener.notifies(timeout=0.5):
-                    on_enqueue(notification.payload)
-        except psycopg.Error:
-            reconnecting = True
-            logger.warning(
-                "listening for enqueues failed; polling until it reconnects in %ss",
-                retry_seconds,
-                exc_info=True,
-            )
-            stop.wait(retry_seconds)
-        finally:
-            if listener is not None:
-                listener.close()
-
-
 # Many jobs of one task and options in one statement: only the payloads differ, so they travel
 # as one JSON array (one json.dumps), and the other columns once. A None payload is stored as
 # SQL NULL, as the ORM stores it. The ORM's bulk_create would prepare every field of
@@ -217,42 +101,174 @@ SELECT now(), array_agg(id ORDER BY id) FROM inserted
 """
 
 
-def insert_jobs(
-    connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
-) -> list[Job]:
-    """Insert one job like ``template`` per (encoded) payload; return them, saved."""
-    # Unset (the database's default, now) unless enqueued with a delay or a run_at.
-    run_at = template.run_at if isinstance(template.run_at, datetime.datetime) else None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            INSERT_JOBS_SQL,
-            {
-                "task_name": template.task_name,
-                "queue": template.queue,
-                "priority": template.priority,
-                "run_at": run_at,
-                "max_attempts": template.max_attempts,
-                "payloads": json.dumps(payloads),
-            },
+# Connections (by their driver connection) already switched to asynchronous commits.
+_async_commit_connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class PostgreSQLQueries(DatabaseQueries):
+    vendor: ClassVar[str] = "postgresql"
+    listens: ClassVar[bool] = True
+
+    def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        """Run one statement; prepared when the project allows prepared statements.
+
+        With ``OPTIONS["prepare_threshold"]`` set, the statement is prepared at once on a
+        server-side binding cursor: planning these statements costs about as much as running
+        them. Otherwise (Django's default, for poolers such as PgBouncer in transaction mode)
+        it goes through Django's cursor and is planned every time.
+        """
+        driver_connection: Any = connection.connection
+        if getattr(driver_connection, "prepare_threshold", None) is None:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return cursor.rowcount, cursor.fetchall() if cursor.description else []
+        import psycopg
+
+        with psycopg.Cursor(driver_connection) as raw_cursor:
+            raw_cursor.execute(sql, params, prepare=True)
+            return raw_cursor.rowcount, raw_cursor.fetchall() if raw_cursor.description else []
+
+    def _commit_asynchronously(self, connection: BaseDatabaseWrapper) -> None:
+        """Let this connection's commits return before their WAL reaches the disk.
+
+        Only for the worker's own bookkeeping (claims, batched completions): if the server
+        crashes and loses the last such commits, those jobs are simply claimable again and run
+        again, the at-least-once a crash means anyway; nothing is lost, and the database stays
+        consistent. It halves a claim's time. Enqueues and atomic jobs' commits stay
+        synchronous, and flush every earlier asynchronous commit with them.
+        """
+        connection.ensure_connection()
+        driver_connection = connection.connection
+        if driver_connection not in _async_commit_connections:
+            self.execute(connection, "SET synchronous_commit TO off", ())
+            _async_commit_connections.add(driver_connection)
+
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+        self._commit_asynchronously(connection)
+        params: dict[str, Any] = {
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "worker_id": worker_id,
+            "queues": list(queues or ()),
+        }
+        _, rows = self.execute(connection, CLAIM_SQL.format(queue_filter=queue_filter), params)
+        return claimed_jobs(rows, worker_id)
+
+    def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
+        rowcount, _ = self.execute(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token])
+        return rowcount == 1
+
+    def mark_many_succeeded(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
+    ) -> set[int]:
+        self._commit_asynchronously(connection)
+        _, rows = self.execute(
+            connection,
+            MARK_MANY_SUCCEEDED_SQL,
+            [[job.id for job in jobs], [job.lease_token for job in jobs]],
         )
-        enqueued_at, ids = cursor.fetchone()
-    names = [field.attname for field in Job._meta.concrete_fields]
-    values = [getattr(template, name) for name in names]
-    positions = {name: position for position, name in enumerate(names)}
-    values[positions["run_at"]] = run_at or enqueued_at
-    values[positions["enqueued_at"]] = enqueued_at
-    jobs = []
-    for payload, job_id in zip(payloads, ids, strict=True):
-        values[positions["id"]] = job_id
-        values[positions["payload"]] = payload
-        jobs.append(Job.from_db(connection.alias, names, values))
-    return jobs
+        return {row[0] for row in rows}
+
+    def insert_jobs(
+        self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+    ) -> list[Job]:
+        # Unset (the database's default, now) unless enqueued with a delay or a run_at.
+        run_at = template.run_at if isinstance(template.run_at, datetime.datetime) else None
+        params: dict[str, Any] = {
+            "task_name": template.task_name,
+            "queue": template.queue,
+            "priority": template.priority,
+            "run_at": run_at,
+            "max_attempts": template.max_attempts,
+            "payloads": json.dumps(payloads),
+        }
+        # Django's cursor: this runs in the caller's transaction, as the ORM's writes do.
+        with connection.cursor() as cursor:
+            cursor.execute(INSERT_JOBS_SQL, params)
+            enqueued_at, ids = cursor.fetchone()
+        names = [field.attname for field in Job._meta.concrete_fields]
+        values = [getattr(template, name) for name in names]
+        positions = {name: position for position, name in enumerate(names)}
+        values[positions["run_at"]] = run_at or enqueued_at
+        values[positions["enqueued_at"]] = enqueued_at
+        jobs = []
+        for payload, job_id in zip(payloads, ids, strict=True):
+            values[positions["id"]] = job_id
+            values[positions["payload"]] = payload
+            jobs.append(Job.from_db(connection.alias, names, values))
+        return jobs
+
+    def write_transaction(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[None]:
+        """A plain transaction: row locks (SELECT ... FOR UPDATE) do what SQLite's BEGIN does."""
+        return transaction.atomic(using=connection.alias)
+
+    def transaction_broken(self, connection: BaseDatabaseWrapper) -> bool:
+        """Also true when a statement failed and its error was caught without a savepoint."""
+        if connection.needs_rollback:
+            return True
+        driver_connection: Any = connection.connection
+        if driver_connection is None:
+            return False
+        from psycopg.pq import TransactionStatus
+
+        return bool(driver_connection.info.transaction_status == TransactionStatus.INERROR)
+
+    @contextmanager
+    def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+        """Wait at most ``seconds`` for row locks (``lock_timeout``) within the block."""
+        self.execute(connection, f"SET lock_timeout = {int(seconds * 1000)}", ())
+        try:
+            yield
+        finally:
+            try:
+                self.execute(connection, "RESET lock_timeout", ())
+            except DatabaseError:
+                # A broken connection is replaced, and a new one has the default.
+                connection.close()
+
+    def listen(
+        self,
+        connection: BaseDatabaseWrapper,
+        on_enqueue: Callable[[str], None],
+        stop: threading.Event,
+        retry_seconds: float,
+    ) -> None:
+        """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set.
+
+        Runs on a connection of its own (LISTEN needs one that stays idle, outside
+        transactions), reconnecting when it breaks; the worker's polling covers the gaps.
+        """
+        try:
+            import psycopg
+        except ImportError:
+            logger.warning("wake-ups need psycopg 3; the worker polls instead")
+            return
+        errors = ErrorBackoff("listening for enqueues", logger, first_delay=retry_seconds)
+        while not stop.is_set():
+            listener: Any = None
+            try:
+                listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+                listener.execute(f"LISTEN {CHANNEL}")
+                if errors.failing:
+                    errors.succeeded()
+                    # Jobs enqueued while not listening were missed: look once.
+                    on_enqueue("")
+                while not stop.is_set():
+                    for notification in listener.notifies(timeout=0.5):
+                        on_enqueue(notification.payload)
+            except psycopg.Error as exc:
+                stop.wait(errors.failed(exc))
+            finally:
+                if listener is not None:
+                    listener.close()
 
 
-def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:
-    """Nothing to do: PostgreSQL's defaults suit the worker."""
-
-
-def write_transaction(connection: BaseDatabaseWrapper) -> AbstractContextManager[None]:
-    """A plain transaction: row locks (SELECT ... FOR UPDATE) do what SQLite's BEGIN does."""
-    return transaction.atomic(using=connection.alias)
+queries = PostgreSQLQueries()

@@ -12,18 +12,17 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..context import ClaimedJob
 from ..models import CLAIMABLE, Job, JobStatus
+from .base import DatabaseQueries, Result
 from .rows import CLAIM_COLUMNS, claimed_jobs
 
 TABLE = Job._meta.db_table
-#: Whether workers can be woken by enqueues in other processes (``listen``).
-LISTENS = False
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
 NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 # SQLite's clock has millisecond precision ('...26.074') but Django writes microseconds
@@ -34,6 +33,10 @@ CLAIM_SQL = f"""
 UPDATE {TABLE}
 SET status = '{JobStatus.RUNNING}',
     attempts = attempts + 1,
+    -- A row made claimable with its attempts used up (edited by hand, imported, or retried
+    -- by an older version) gets one more attempt rather than failing every claim on the
+    -- attempts-within-max constraint, as the admin's retry does.
+    max_attempts = MAX(max_attempts, attempts + 1),
     lease_token = lower(hex(randomblob(16))),
     lease_expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?),
     worker_id = ?,
@@ -49,27 +52,6 @@ WHERE id IN (
 )
 RETURNING {CLAIM_COLUMNS}
 """
-
-
-def claim(
-    connection: BaseDatabaseWrapper,
-    worker_id: str,
-    queues: Sequence[str] | None,
-    limit: int,
-    lease_seconds: float,
-) -> list[ClaimedJob]:
-    """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when ``None``)."""
-    queues = list(queues or ())
-    queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
-    sql = CLAIM_SQL.format(queue_filter=queue_filter)
-    params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, limit]
-    # Django's SQLite cursor wants %s placeholders; the raw sqlite3 cursor takes ? directly.
-    cursor = _execute_raw(connection, sql, params)
-    try:
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
-    return claimed_jobs(rows, worker_id)
 
 
 SUCCEEDED_SET = f"""
@@ -94,77 +76,110 @@ RETURNING id
 BATCH_LIMIT = 400
 
 
-def _execute_raw(connection: BaseDatabaseWrapper, sql: str, params: Sequence[object]) -> Any:
-    """Run ``sql`` with ``?`` placeholders on the raw sqlite3 connection; return its cursor."""
-    connection.ensure_connection()
-    assert connection.connection is not None
-    return connection.connection.execute(sql, params)
-
-
-def mark_succeeded(connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
-    """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
-    cursor = _execute_raw(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token.hex])
-    try:
-        return bool(cursor.rowcount == 1)
-    finally:
-        cursor.close()
-
-
-def mark_many_succeeded(connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]) -> set[int]:
-    """Mark ``jobs`` succeeded in one statement per batch; return the ids of those still held."""
-    marked: set[int] = set()
-    for start in range(0, len(jobs), BATCH_LIMIT):
-        batch = jobs[start : start + BATCH_LIMIT]
-        sql = MARK_MANY_SUCCEEDED_SQL.format(rows=", ".join(["(?, ?)"] * len(batch)))
-        params = [value for job in batch for value in (job.id, job.lease_token.hex)]
-        cursor = _execute_raw(connection, sql, params)
-        try:
-            marked.update(row[0] for row in cursor.fetchall())
-        finally:
-            cursor.close()
-    return marked
-
-
-def insert_jobs(
-    connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
-) -> list[Job]:
-    """Insert one job like ``template`` per (encoded) payload; return them, saved."""
-    jobs = []
-    for payload in payloads:
-        job = copy.copy(template)
-        job.payload = payload
-        jobs.append(job)
-    return Job.objects.using(connection.alias).bulk_create(jobs)
-
-
 # Databases switched to WAL by this process: the mode is stored in the database file.
 _wal_databases: set[str] = set()
 
 
-def prepare_worker_connection(connection: BaseDatabaseWrapper) -> None:
-    """Switch the database to WAL, so readers don't block the writer (once per process)."""
-    name = str(connection.settings_dict["NAME"])
-    if name not in _wal_databases:
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA journal_mode=WAL")
-        _wal_databases.add(name)
+class SQLiteQueries(DatabaseQueries):
+    vendor: ClassVar[str] = "sqlite"
 
+    def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        # On the sqlite3 connection itself, with ? placeholders: Django's cursor would rewrite
+        # %s placeholders on every call of these hot statements.
+        assert connection.connection is not None
+        cursor = connection.connection.execute(sql, params)
+        try:
+            rows = cursor.fetchall() if cursor.description else []
+            return cursor.rowcount, rows
+        finally:
+            cursor.close()
 
-@contextmanager
-def write_transaction(connection: BaseDatabaseWrapper) -> Iterator[None]:
-    """A transaction that takes the write lock at BEGIN, for code that reads and then writes."""
-    if connection.in_atomic_block:
-        # Nested: the outer transaction decided how it began.
-        with transaction.atomic(using=connection.alias):
-            yield
-        return
-    # Connect first: connecting resets transaction_mode from the settings.
-    connection.ensure_connection()
-    configured = connection.transaction_mode  # type: ignore[attr-defined]
-    connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]
-    try:
-        with transaction.atomic(using=connection.alias):
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        queues = list(queues or ())
+        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+        sql = CLAIM_SQL.format(queue_filter=queue_filter)
+        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, limit]
+        _, rows = self.execute(connection, sql, params)
+        return claimed_jobs(rows, worker_id)
+
+    def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
+        rowcount, _ = self.execute(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token.hex])
+        return rowcount == 1
+
+    def mark_many_succeeded(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
+    ) -> set[int]:
+        marked: set[int] = set()
+        for start in range(0, len(jobs), BATCH_LIMIT):
+            batch = jobs[start : start + BATCH_LIMIT]
+            sql = MARK_MANY_SUCCEEDED_SQL.format(rows=", ".join(["(?, ?)"] * len(batch)))
+            params = [value for job in batch for value in (job.id, job.lease_token.hex)]
+            _, rows = self.execute(connection, sql, params)
+            marked.update(row[0] for row in rows)
+        return marked
+
+    def insert_jobs(
+        self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+    ) -> list[Job]:
+        jobs = []
+        for payload in payloads:
+            job = copy.copy(template)
+            job.payload = payload
+            jobs.append(job)
+        return Job.objects.using(connection.alias).bulk_create(jobs)
+
+    def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
+        """Switch the database to WAL, so readers don't block the writer (once per process)."""
+        name = str(connection.settings_dict["NAME"])
+        if name not in _wal_databases:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            _wal_databases.add(name)
+
+    @contextmanager
+    def write_transaction(self, connection: BaseDatabaseWrapper) -> Iterator[None]:
+        """A transaction that takes the write lock at BEGIN, for code that reads then writes."""
+        if connection.in_atomic_block:
+            # Nested: the outer transaction decided how it began.
+            with transaction.atomic(using=connection.alias):
+                yield
+            return
+        # Connect first: connecting resets transaction_mode from the settings.
+        connection.ensure_connection()
+        configured = connection.transaction_mode  # type: ignore[attr-defined]
+        connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]
+        try:
+            with transaction.atomic(using=connection.alias):
+                connection.transaction_mode = configured  # type: ignore[attr-defined]
+                yield
+        finally:
             connection.transaction_mode = configured  # type: ignore[attr-defined]
+
+    @contextmanager
+    def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+        """Lower the busy timeout: a write then fails after ``seconds`` rather than the
+        configured timeout, e.g. when this worker's own handler holds the write lock."""
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA busy_timeout")
+            (configured,) = cursor.fetchone()
+            cursor.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        try:
             yield
-    finally:
-        connection.transaction_mode = configured  # type: ignore[attr-defined]
+        finally:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"PRAGMA busy_timeout = {int(configured)}")
+            except DatabaseError:
+                # A broken connection is replaced, and a new one has the configured timeout.
+                connection.close()
+
+
+queries = SQLiteQueries()

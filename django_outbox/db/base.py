@@ -1,0 +1,101 @@
+"""The interface every database's queries implement, and the one path their SQL runs through."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+if TYPE_CHECKING:
+    from ..context import ClaimedJob
+    from ..models import Job
+
+#: What a statement gave: the number of rows it changed, and the rows it returned.
+Result = tuple[int, list[Sequence[Any]]]
+
+
+class DatabaseQueries:
+    """The worker's and bulk enqueue's SQL for one database, behind one interface.
+
+    Every statement runs through ``execute``, inside Django's error wrapping: whatever the
+    driver raises reaches callers as Django's ``DatabaseError`` subclasses, so the worker's
+    ``except DatabaseError`` (and ``retry_while_locked``) see every failure, and Django learns
+    that the connection may be broken and replaces it.
+    """
+
+    vendor: ClassVar[str]
+    #: Whether workers can be woken by enqueues in other processes (``listen``).
+    listens: ClassVar[bool] = False
+
+    def execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        """Run one statement on ``connection``; return (rows changed, rows returned)."""
+        connection.ensure_connection()
+        # Django's own cursor refuses to run in a transaction that can only roll back; so does
+        # this path, rather than letting a write look done that the rollback will undo.
+        connection.validate_no_broken_transaction()
+        with connection.wrap_database_errors:
+            return self._execute(connection, sql, params)
+
+    def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        raise NotImplementedError
+
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when empty)."""
+        raise NotImplementedError
+
+    def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
+        """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
+        raise NotImplementedError
+
+    def mark_many_succeeded(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
+    ) -> set[int]:
+        """Mark ``jobs`` succeeded; return the ids of those whose lease still held."""
+        raise NotImplementedError
+
+    def insert_jobs(
+        self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+    ) -> list[Job]:
+        """Insert one job like ``template`` per (encoded) payload; return them, saved."""
+        raise NotImplementedError
+
+    def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
+        """Set up a worker thread's connection (once per connection or process)."""
+
+    def write_transaction(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[None]:
+        """Return a transaction for code that reads rows and then writes them."""
+        raise NotImplementedError
+
+    def transaction_broken(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether ``connection``'s open transaction can only roll back.
+
+        Django knows when a statement failed inside one of its ``atomic`` blocks
+        (``needs_rollback``); a database may know more (PostgreSQL aborts the transaction on any
+        failed statement, however the error was caught).
+        """
+        return bool(connection.needs_rollback)
+
+    @contextmanager
+    def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+        """Within the block, wait at most ``seconds`` for another transaction's locks."""
+        yield
+
+    def listen(
+        self,
+        connection: BaseDatabaseWrapper,
+        on_enqueue: Callable[[str], None],
+        stop: threading.Event,
+        retry_seconds: float,
+    ) -> None:
+        """Call ``on_enqueue(queue)`` for enqueues in other processes until ``stop`` is set."""
+        raise NotImplementedError(f"{self.vendor} cannot announce enqueues to other processes.")

@@ -1,0 +1,145 @@
+"""A worker's housekeeping threads: heartbeats and rescues, and pruning finished jobs.
+
+Both run on connections of their own and outlive database errors: a run of failures is logged
+once (``ErrorBackoff``) and the thread goes on after a pause, with a new connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import partial
+
+from django.db import DatabaseError, connections
+
+from .db import queries_for, retry_while_locked
+from .held import HeldJobs
+from .outage import ErrorBackoff
+from .transitions import extend_leases, prune_finished, rescue_expired_leases
+
+logger = logging.getLogger(__name__)
+
+
+class Maintenance:
+    """Extend this worker's leases, take back other workers' expired ones, prune old jobs."""
+
+    def __init__(
+        self,
+        *,
+        using: str,
+        worker_id: str,
+        held: HeldJobs,
+        lease_seconds: float,
+        heartbeat_seconds: float,
+        history_limit: int,
+        retention: dict[str, float | None],
+        done: threading.Event,
+    ) -> None:
+        self.using = using
+        self.worker_id = worker_id
+        self.held = held
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.history_limit = history_limit
+        self.retention = retention
+        # Set when the worker has stopped: these threads end and close their connections.
+        self.done = done
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for name, target in (("outbox-heartbeat", self._heartbeat), ("outbox-pruner", self._prune)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    # Heartbeat and rescue.
+
+    def _heartbeat(self) -> None:
+        connection = connections[self.using]
+        errors = ErrorBackoff(
+            f"heartbeat worker={self.worker_id}", logger, first_delay=self.heartbeat_seconds
+        )
+        try:
+            wait = self.heartbeat_seconds
+            while not self.done.wait(wait):
+                try:
+                    queries_for(connection).prepare_worker_connection(connection)
+                    self._extend_leases()
+                    self.rescue()
+                except DatabaseError as exc:
+                    connection.close()
+                    wait = errors.failed(exc)
+                else:
+                    errors.succeeded()
+                    wait = self.heartbeat_seconds
+        finally:
+            connection.close()
+
+    def _extend_leases(self) -> None:
+        held = self.held.all()
+        if not held:
+            return
+        lost = retry_while_locked(
+            partial(extend_leases, held, self.lease_seconds, self.using),
+            give_up_after=self.heartbeat_seconds,
+            stopping=self.done.is_set,
+        )
+        for job in held:
+            if job.id in lost and not job.handler_done:
+                logger.warning("lease lost job=%s task=%s", job.id, job.task_name)
+                job.mark_lease_lost()
+
+    def rescue(self) -> None:
+        """Take back the expired leases of jobs this worker does not hold."""
+        # Read after extending: a job claimed since is in the list, and one claimed between
+        # the two reads has a fresh lease anyway.
+        rescued = retry_while_locked(
+            lambda: rescue_expired_leases(
+                self.using, self.history_limit, held_tokens=self.held.tokens()
+            ),
+            give_up_after=self.heartbeat_seconds,
+            stopping=self.done.is_set,
+        )
+        if rescued:
+            logger.warning(
+                "took back jobs with expired leases count=%s worker=%s", rescued, self.worker_id
+            )
+
+    # Pruning.
+
+    def _prune(self) -> None:
+        """Delete finished jobs past their retention, in small batches, every heartbeat."""
+        connection = connections[self.using]
+        errors = ErrorBackoff(
+            f"pruning finished jobs worker={self.worker_id}",
+            logger,
+            first_delay=self.heartbeat_seconds,
+            max_delay=60.0,
+        )
+        wait = self.heartbeat_seconds
+        try:
+            while not self.done.wait(wait):
+                try:
+                    self._prune_batches()
+                except DatabaseError as exc:
+                    connection.close()
+                    wait = errors.failed(exc)
+                else:
+                    errors.succeeded()
+                    wait = self.heartbeat_seconds
+        finally:
+            connection.close()
+
+    def _prune_batches(self) -> None:
+        while not self.done.is_set():
+            deleted = retry_while_locked(
+                partial(prune_finished, self.using, self.retention),
+                give_up_after=self.heartbeat_seconds,
+                stopping=self.done.is_set,
+            )
+            if not deleted:
+                return
+            logger.info("pruned finished jobs count=%s", deleted)
+            # Let claims and completions in between batches.
+            time.sleep(0.05)
