@@ -21,6 +21,10 @@ class PayloadError(EnqueueError, TypeError):
     """A payload holds a value that cannot be stored as JSON and read back unchanged."""
 
 
+class PayloadDecodeError(OutboxError):
+    """A stored payload cannot be decoded back into the values it was enqueued with."""
+
+
 class InvalidTaskError(OutboxError, ImproperlyConfigured):
     """A ``@task`` declaration has an invalid option."""
 
@@ -31,3 +35,7 @@ class LeaseLostError(OutboxError):
 
 class TaskNotRegisteredError(OutboxError):
     """A job row names a task that this worker process has not registered."""
+
+
+class BrokenTransactionError(OutboxError):
+    """A handler left its job's transaction unable to commit: it caught a database error."""

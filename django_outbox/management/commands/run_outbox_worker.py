@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import signal
-import sys
 from argparse import ArgumentParser, ArgumentTypeError
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -21,6 +18,7 @@ from django_outbox.checks import (
     queue_name_error,
 )
 from django_outbox.conf import get_settings
+from django_outbox.stopping import exit_at_once, on_stop_signals
 from django_outbox.supervisor import Supervisor, WorkerOptions, configure_console_logging
 
 
@@ -136,40 +134,37 @@ class Command(BaseCommand):
             return
         worker = worker_options.build_worker()
 
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            if worker.stopping:
-                # Second signal: exit now. The running jobs' leases expire and they run again.
-                self.stderr.write(f"Received {signal.Signals(signum).name} again: exiting at once.")
-                sys.stderr.flush()
-                os._exit(128 + signum)
+        def stop(signum: signal.Signals) -> None:
             self.stderr.write(
-                f"Received {signal.Signals(signum).name}: finishing running jobs "
-                f"(up to {worker.shutdown_timeout}s); send it again to exit at once."
+                f"Received {signum.name}: finishing running jobs (up to "
+                f"{worker.shutdown_timeout}s); send it again to exit at once."
             )
             worker.request_stop()
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        def abort(signum: signal.Signals) -> None:
+            # The running jobs' leases expire and they run again.
+            self.stderr.write(f"Received {signum.name} again: exiting at once.")
+            exit_at_once(signum)
+
+        on_stop_signals(stop, abort)
         stats = worker.run()
         self.stdout.write(f"Worker {worker.worker_id} stopped: {stats}.")
 
     def _supervise(self, worker_options: WorkerOptions, processes: int) -> None:
         supervisor = Supervisor(worker_options, processes)
 
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            again = supervisor.stopping
+        def stop(signum: signal.Signals) -> None:
             self.stderr.write(
-                f"Received {signal.Signals(signum).name}"
-                + (
-                    " again: workers exit at once."
-                    if again
-                    else ": workers finish their running jobs; send it again to exit at once."
-                )
+                f"Received {signum.name}: workers finish their running jobs; send it again to "
+                "exit at once."
             )
             supervisor.request_stop()
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        def abort(signum: signal.Signals) -> None:
+            self.stderr.write(f"Received {signum.name} again: workers exit at once.")
+            supervisor.request_stop()
+
+        on_stop_signals(stop, abort)
         failures = supervisor.run()
         self.stdout.write(f"All {processes} worker processes stopped.")
         if failures:
