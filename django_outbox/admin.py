@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.main import SEARCH_VAR
+from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.db import OperationalError, connections, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -90,6 +90,18 @@ def is_time_limit(error: OperationalError) -> bool:
     )
 
 
+class JobChangeList(ChangeList):
+    """The job list, which reads none of the columns it does not show."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Job]:
+        # A payload or traceback may be megabytes; a page of 50 jobs must not fetch them.
+        return (
+            super()
+            .get_queryset(request, exclude_parameters)
+            .defer("payload", "last_traceback", "errors")
+        )
+
+
 @admin.register(Job)
 class JobAdmin(JobModelAdmin):
     list_display = (
@@ -156,6 +168,9 @@ class JobAdmin(JobModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         # The alias workers use, and the one search's time limit is set on.
         return super().get_queryset(request).using(get_settings().database)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return JobChangeList
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str

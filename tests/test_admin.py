@@ -374,6 +374,19 @@ class TestSearch:
         assert listed(response) == {big.pk}
         assert any("last_error" in where for where in where_clauses(captured))
 
+    def test_the_list_fetches_no_payload_traceback_or_error_history(self, admin_client):
+        job = make_failed(tasks.noop.enqueue({"note": "small"}))
+        response, captured = search(admin_client, "noop")
+        assert listed(response) == {job.pk}
+        # The result list's query: the one that selects the jobs' rows.
+        selects = [sql.partition(" FROM ")[0] for sql in queries_on_jobs(captured)]
+        [page] = [select for select in selects if '"django_outbox_job"."status"' in select]
+        for column in ("payload", "last_traceback", '"errors"'):
+            assert column not in page
+        # The detail page still shows them.
+        detail = admin_client.get(reverse("admin:django_outbox_job_change", args=[job.pk]))
+        assert "&quot;note&quot;: &quot;small&quot;" in detail.text
+
     def test_a_search_that_runs_too_long_is_stopped_with_a_message_not_an_error_page(
         self, admin_client, monkeypatch
     ):
