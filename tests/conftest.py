@@ -75,6 +75,8 @@ def start_worker_process(*args: str, **env: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A process group of its own, as under systemd: tests can signal the whole group.
+        start_new_session=True,
     )
 
 

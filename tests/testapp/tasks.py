@@ -5,7 +5,7 @@ import threading
 import time
 from pathlib import Path
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from django_outbox import GIVE_UP, RetryPolicy, current_job, task
 
@@ -167,3 +167,34 @@ def records_commit_mode(payload):
         cursor.execute("SHOW synchronous_commit")
         (mode,) = cursor.fetchone()
     Note.objects.create(text=mode, job_id=current_job().id)
+
+
+@task(max_attempts=2)
+def swallows_integrity_error(payload):
+    """An atomic handler that catches a failed INSERT without a savepoint, as users do."""
+    note = Note.objects.create(text="before the swallowed error", job_id=current_job().id)
+    try:
+        Note.objects.create(pk=note.pk, text="a duplicate key")
+    except IntegrityError:
+        pass
+
+
+@task(max_attempts=2)
+def catches_integrity_error_in_a_savepoint(payload):
+    """The same, done right: the failing INSERT in its own atomic block."""
+    note = Note.objects.create(text="kept", job_id=current_job().id)
+    try:
+        with transaction.atomic():
+            Note.objects.create(pk=note.pk, text="a duplicate key")
+    except IntegrityError:
+        pass
+
+
+@task(max_attempts=3)
+def writes_then_sleeps(payload):
+    """Write first, then sleep: on SQLite the handler holds the write lock while it sleeps."""
+    Note.objects.create(text="written before sleeping", job_id=current_job().id)
+    if payload.get("log"):
+        with Path(payload["log"]).open("a") as log:
+            log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
+    time.sleep(payload["sleep"])
