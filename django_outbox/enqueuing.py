@@ -8,7 +8,8 @@ checked before the INSERT, so bad input raises without touching the caller's tra
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -19,12 +20,17 @@ from .checks import priority_error, queue_name_error
 from .conf import get_settings
 from .exceptions import EnqueueError
 from .registry import get_task
-from .serialization import encode
+from .serialization import encode, text_error
 from .tasks import Task
 from .wakeups import jobs_enqueued
 
 if TYPE_CHECKING:
     from .models import Job
+
+#: The furthest ahead a job may be scheduled, by ``delay`` or ``run_at``: ten years of 365 days.
+#: Further is almost always a unit mistake (milliseconds for seconds); and past year 9999 no
+#: datetime exists.
+MAX_DELAY = datetime.timedelta(days=3650)
 
 
 def _run_at(
@@ -41,26 +47,56 @@ def _run_at(
                 f"run_at {run_at} has no time zone. Pass an aware datetime, e.g. "
                 "timezone.now() + timedelta(...) or datetime(..., tzinfo=UTC)."
             )
-        if not settings.USE_TZ and timezone.is_aware(run_at):
-            return timezone.make_naive(run_at)
+        try:
+            # Compared, and later stored, in UTC (or as naive local time without USE_TZ).
+            if settings.USE_TZ:
+                run_at.astimezone(datetime.timezone.utc)
+            elif timezone.is_aware(run_at):
+                run_at = timezone.make_naive(run_at)
+        except OverflowError as error:
+            raise EnqueueError(
+                f"run_at {run_at} cannot be represented in UTC (it falls outside years 1 to "
+                "9999 there)."
+            ) from error
+        if run_at - timezone.now() > MAX_DELAY:
+            raise EnqueueError(
+                f"run_at must be at most {MAX_DELAY.days} days from now "
+                f"(django_outbox.enqueuing.MAX_DELAY), not {run_at}."
+            )
         return run_at
     if delay is None:
         return None
+    seconds: float
     if isinstance(delay, datetime.timedelta):
         seconds = delay.total_seconds()
     elif isinstance(delay, int | float) and not isinstance(delay, bool):
-        seconds = float(delay)
+        seconds = delay
     else:
         raise EnqueueError(
             f"delay must be a timedelta or a number of seconds, not {type(delay).__name__}."
         )
+    # An int may be too large for a float: compare it as it is.
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise EnqueueError(f"delay must be a finite number of seconds, not {seconds}.")
     if seconds < 0:
         raise EnqueueError(f"delay must not be negative ({seconds} s); use 0 to run now.")
+    if seconds > MAX_DELAY.total_seconds():
+        shown = f"{float(seconds):.6g} s" if seconds < 1e300 else "more than 1e300 s"
+        raise EnqueueError(
+            f"delay must be at most {MAX_DELAY.days} days (django_outbox.enqueuing.MAX_DELAY), "
+            f"not {shown}."
+        )
     if seconds == 0:
         return None
     # This host's clock plus the delay: a skew of milliseconds against the database's clock
     # matters little against a delay, and the value is known without reading the row back.
     return timezone.now() + datetime.timedelta(seconds=seconds)
+
+
+def _name_error(kind: str, name: str) -> str | None:
+    """Return why a task or queue name cannot be stored, or None if it can."""
+    problem = text_error(name)
+    return f"The {kind} name {name!r} {problem}." if problem else None
 
 
 def build_job(
@@ -74,12 +110,17 @@ def build_job(
 ) -> Job:
     """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them."""
     if isinstance(task, str):
+        if problem := _name_error("task", task):
+            raise EnqueueError(problem)
         task = get_task(task)
     elif not isinstance(task, Task):
         raise EnqueueError(
             f"enqueue() takes a task or a task's name, not {type(task).__name__}; "
             "decorate the function with @django_outbox.task."
         )
+    # A Task's own name, and below its queue: @task() does not look for NUL characters.
+    elif problem := _name_error("task", task.name):
+        raise EnqueueError(problem)
     if queue is not None and (problem := queue_name_error(queue)):
         raise EnqueueError(problem)
     if priority is not None and (problem := priority_error(priority)):
@@ -89,6 +130,8 @@ def build_job(
     from .models import Job
 
     queue = queue or task.queue
+    if problem := _name_error("queue", queue):
+        raise EnqueueError(problem)
     job = Job(
         task_name=task.name,
         queue=queue,
@@ -137,6 +180,20 @@ def enqueue_many(
     Like ``enqueue``, inside the caller's transaction. Every payload is checked before anything
     is written: one bad payload raises (naming its index) and no job of the batch exists.
     """
+    if isinstance(payloads, str | bytes | bytearray | Mapping):
+        unit = {str: "character", bytes: "byte", bytearray: "byte"}.get(type(payloads), "key")
+        raise EnqueueError(
+            "payloads must be an iterable of payloads (e.g. a list of dicts), not a "
+            f"{type(payloads).__name__}: it would enqueue one job per {unit}. For one job, "
+            "call enqueue()."
+        )
+    try:
+        payloads = iter(payloads)
+    except TypeError:
+        raise EnqueueError(
+            "payloads must be an iterable of payloads (e.g. a list of dicts), not "
+            f"{type(payloads).__name__}."
+        ) from None
     # The options are the same for every job: check them once.
     template = build_job(task, None, delay=delay, run_at=run_at, priority=priority, queue=queue)
     encoded = []

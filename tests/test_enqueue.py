@@ -11,6 +11,7 @@ from django.utils import timezone
 import django_outbox
 from django_outbox import EnqueueError, PayloadError, UnknownTaskError
 from django_outbox.models import Job, JobStatus
+from django_outbox.serialization import MAX_DEPTH, MAX_INT_DIGITS, MAX_PAYLOAD_SIZE
 from tests.conftest import count_jobs_from
 from tests.testapp import tasks
 from tests.testapp.models import Note
@@ -106,6 +107,35 @@ def test_payload_types_round_trip_through_the_database():
     }
     job = tasks.noop.enqueue(payload)
     assert Job.objects.get(pk=job.pk).decoded_payload() == payload
+
+
+def test_edge_values_round_trip_through_the_database():
+    """What encode accepts, both databases give back: jsonb keeps numbers as decimals, SQLite
+    keeps the JSON text."""
+    deepest: object = "leaf"
+    for _ in range(MAX_DEPTH - 1):
+        deepest = [deepest]
+    payload = {
+        "big": 2**100,
+        "negative": -(2**100),
+        "longest": -(10**MAX_INT_DIGITS - 1),
+        "floats": [1e16, -1.5e300, 1.7976931348623157e308, 5e-324, 0.1, 123456789012345.6],
+        "text": 'naïve 😀 \u200b \x01 "quoted" \\',
+        "ключ 😀": None,
+        "deepest": deepest,
+    }
+    job = tasks.noop.enqueue(payload)
+    [batched] = tasks.noop.enqueue_many([payload])
+    for stored in Job.objects.filter(pk__in=[job.pk, batched.pk]):
+        decoded = stored.decoded_payload()
+        assert decoded == payload
+        assert [type(value) for value in decoded["floats"]] == [float] * 6
+
+
+def test_a_payload_at_the_size_limit_is_stored():
+    text = "x" * (MAX_PAYLOAD_SIZE - len('{"blob": ""}'))
+    job = tasks.noop.enqueue({"blob": text})
+    assert Job.objects.get(pk=job.pk).payload == {"blob": text}
 
 
 BAD_INPUT = [
