@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from contextvars import ContextVar
@@ -24,8 +23,7 @@ class ClaimedJob:
     id: int
     task_name: str
     queue: str
-    # The payload as the database returned it (JSON text, or parsed JSON); ``payload`` once
-    # the attempt has decoded it.
+    # The payload as the claim returned it, JSON text; ``payload`` once the attempt decoded it.
     stored_payload: Any
     attempt: int
     max_attempts: int
@@ -40,13 +38,9 @@ class ClaimedJob:
 
     def decode_payload(self) -> Any:
         """Decode the stored payload into ``payload``; raise if the row holds one it can't."""
-        from .serialization import decode
+        from .serialization import decode_stored
 
-        stored = self.stored_payload
-        # SQLite returns JSON text; PostgreSQL's driver parses jsonb itself.
-        if isinstance(stored, str | bytes):
-            stored = json.loads(stored)
-        self.payload = decode(stored)
+        self.payload = decode_stored(self.stored_payload)
         return self.payload
 
     @property

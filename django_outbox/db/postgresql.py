@@ -28,7 +28,9 @@ CHANNEL = "django_outbox"
 
 # Claim up to %(limit)s runnable jobs in one statement. SKIP LOCKED makes concurrent claimers
 # pass over each other's rows instead of waiting; the outer UPDATE re-checks the status so a
-# row changed since the scan is not claimed. Times are the database's, never a host's.
+# row changed since the scan is not claimed. Times are the database's, never a host's. The
+# payload comes back as text for the job's attempt to parse: the driver's own jsonb parser
+# would fail the whole claim on one row's poison payload (one nested too deep, say).
 CLAIM_SQL = f"""
 WITH picked AS (
     SELECT id FROM {TABLE}
@@ -53,7 +55,11 @@ SET status = '{JobStatus.RUNNING}',
     finished_at = NULL
 FROM picked
 WHERE job.id = picked.id
-RETURNING {", ".join(f"job.{column}" for column in CLAIM_COLUMNS.split(", "))}
+RETURNING {
+    ", ".join(f"job.{column}" for column in CLAIM_COLUMNS.split(", ")).replace(
+        "job.payload", "job.payload::text"
+    )
+}
 """
 
 
