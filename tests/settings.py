@@ -71,3 +71,13 @@ OUTBOX = {
 # A process test raises the prefetch of the worker processes it starts.
 if os.environ.get("OUTBOX_TEST_PREFETCH"):
     OUTBOX["PREFETCH"] = int(os.environ["OUTBOX_TEST_PREFETCH"])
+# A chaos test starts a worker whose host clock is off.
+if os.environ.get("OUTBOX_TEST_CLOCK_SKEW_SECONDS"):
+    import tests.skewed_clock  # noqa: F401
+# Prepared statements on PostgreSQL, as the README recommends (one leg of `make test`).
+if os.environ.get("OUTBOX_TEST_PREPARE_THRESHOLD") and DATABASES["default"]["ENGINE"].endswith(
+    "postgresql"
+):
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = int(
+        os.environ["OUTBOX_TEST_PREPARE_THRESHOLD"]
+    )

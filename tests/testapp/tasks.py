@@ -198,3 +198,32 @@ def writes_then_sleeps(payload):
         with Path(payload["log"]).open("a") as log:
             log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
     time.sleep(payload["sleep"])
+
+
+@task(max_attempts=20)
+def chaos_atomic(payload):
+    """Write one row with the success mark: a second committed run would show as two rows.
+
+    Work first, then the write: on SQLite the write lock is held from the write to the commit.
+    """
+    if payload.get("sleep"):
+        time.sleep(payload["sleep"])
+    Note.objects.create(text="atomic", job_id=current_job().id)
+
+
+@task(atomic=False, max_attempts=20)
+def chaos_non_atomic(payload):
+    """Write one row per run, kept whatever happens next: duplicates are counted."""
+    if payload.get("sleep"):
+        time.sleep(payload["sleep"] / 2)
+    Note.objects.create(text="non-atomic", job_id=current_job().id)
+    if payload.get("sleep"):
+        time.sleep(payload["sleep"] / 2)
+
+
+@task(max_attempts=20)
+def reads_then_writes(payload):
+    """Read, then write: on SQLite a deferred transaction must upgrade to the write lock."""
+    seen = Note.objects.count()
+    time.sleep(payload.get("sleep", 0.001))
+    Note.objects.create(text=f"saw {seen}", job_id=current_job().id)
