@@ -12,7 +12,7 @@ from django.db import connections, transaction
 
 from . import signals
 from .context import ClaimedJob, reset_current_job, set_current_job
-from .db import queries_for
+from .db import queries_for, retry_while_locked
 from .exceptions import BrokenTransactionError, LeaseLostError, TaskNotRegisteredError
 from .models import JobStatus
 from .registry import get_task, registered_names
@@ -21,6 +21,10 @@ from .tasks import Task
 from .transitions import Failure, mark_succeeded, record_failure
 
 logger = logging.getLogger("django_outbox.worker")
+
+#: How long an atomic job is run again, within its attempt, while SQLite reports the database
+#: locked, before the lock error counts as the attempt's failure.
+LOCKED_RETRY_SECONDS = 10.0
 
 BROKEN_TRANSACTION = (
     "The handler caught a database error inside the job's transaction without rolling back to "
@@ -130,18 +134,15 @@ def run_job(
     context = set_current_job(job)
     try:
         if task.atomic:
-            # The handler's writes and the success mark commit together; if the lease was lost
-            # meanwhile, raising rolls back the handler's writes too.
-            connection = connections[using]
-            with transaction.atomic(using=using):
-                try:
-                    task.func(job.payload)
-                finally:
-                    job.handler_done = True
-                if queries_for(connection).transaction_broken(connection):
-                    raise BrokenTransactionError(BROKEN_TRANSACTION)
-                if not mark_succeeded(job, using):
-                    raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")
+            # SQLite refuses a deferred transaction's upgrade to the write lock while another
+            # connection writes ("database is locked", at once, whatever the busy timeout).
+            # The attempt's writes were rolled back, so run it again within the attempt rather
+            # than spend attempts on contention.
+            retry_while_locked(
+                lambda: _run_atomic(task, job, using),
+                give_up_after=LOCKED_RETRY_SECONDS,
+                stopping=lambda: job.lease_lost,
+            )
         else:
             try:
                 task.func(job.payload)
@@ -161,6 +162,22 @@ def run_job(
         reset_current_job(context)
     report_succeeded(job, task)
     return Outcome.SUCCEEDED
+
+
+def _run_atomic(task: Task, job: ClaimedJob, using: str) -> None:
+    """Run the handler with the success mark in one transaction; raise to roll both back."""
+    connection = connections[using]
+    job.handler_done = False
+    with transaction.atomic(using=using):
+        try:
+            task.func(job.payload)
+        finally:
+            job.handler_done = True
+        if queries_for(connection).transaction_broken(connection):
+            raise BrokenTransactionError(BROKEN_TRANSACTION)
+        # If the lease was lost meanwhile, raising rolls back the handler's writes too.
+        if not mark_succeeded(job, using):
+            raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")
 
 
 def report_succeeded(job: ClaimedJob, task: Task | None = None) -> None:
