@@ -15,12 +15,13 @@ BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk
 
-.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts demo bench clean
+.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts chaos demo bench clean
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
 	@echo "make test   lint, type-check, and the suite on SQLite and PostgreSQL (Django 6 and 5.2)"
 	@echo "make bench  the pgbench floor and outbox_bench on PostgreSQL, then on SQLite (~10 min)"
+	@echo "make chaos  the fault-injection suite at full size (kills, database restarts, load)"
 
 # Created once; reinstalled in place when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -50,8 +51,9 @@ lint: install
 test-sqlite: install
 	DATABASE_URL=$(SQLITE_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# Prepared statements on this leg, as the README recommends; Django's default on the LTS leg.
 test-postgresql: install postgres
-	DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
+	OUTBOX_TEST_PREPARE_THRESHOLD=5 DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # Django 5.2 LTS on the oldest supported Python, both databases.
 test-lts: install-lts postgres
@@ -59,6 +61,16 @@ test-lts: install-lts postgres
 	DATABASE_URL=$(PG_URL)_lts $(VENV_LTS)/bin/pytest $(PYTEST_ARGS)
 
 test: lint test-sqlite test-postgresql test-lts
+
+# The fault-injection suite at full size (about 10 min); `make test` runs it at CI size.
+# Figures go to .chaos/report.jsonl, for docs/reliability.md.
+CHAOS_ARGS ?=
+chaos: install postgres
+	mkdir -p .chaos
+	OUTBOX_CHAOS_SCALE=full OUTBOX_CHAOS_REPORT=$(CURDIR)/.chaos/report.jsonl \
+	  DATABASE_URL=$(SQLITE_URL) $(VENV)/bin/pytest -m chaos $(CHAOS_ARGS)
+	OUTBOX_CHAOS_SCALE=full OUTBOX_CHAOS_REPORT=$(CURDIR)/.chaos/report.jsonl \
+	  OUTBOX_TEST_PREPARE_THRESHOLD=5 DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest -m chaos $(CHAOS_ARGS)
 
 demo: install
 	cd example_project && rm -f demo.sqlite3 demo.sqlite3-wal demo.sqlite3-shm \
@@ -78,4 +90,4 @@ bench: install postgres
 	$(call bench_manage,$(BENCH_SQLITE_URL)) outbox_bench $(BENCH_SQLITE_ARGS) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_LTS) .test-databases .bench .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV_LTS) .test-databases .bench .chaos .mypy_cache .ruff_cache *.egg-info

@@ -1,5 +1,6 @@
 """Tasks the tests enqueue. A worker process imports these through autodiscovery."""
 
+import contextlib
 import os
 import threading
 import time
@@ -173,10 +174,8 @@ def records_commit_mode(payload):
 def swallows_integrity_error(payload):
     """An atomic handler that catches a failed INSERT without a savepoint, as users do."""
     note = Note.objects.create(text="before the swallowed error", job_id=current_job().id)
-    try:
+    with contextlib.suppress(IntegrityError):
         Note.objects.create(pk=note.pk, text="a duplicate key")
-    except IntegrityError:
-        pass
 
 
 @task(max_attempts=2)
