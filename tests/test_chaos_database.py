@@ -97,12 +97,12 @@ def test_workers_ride_out_killed_backends_a_restart_and_a_stopped_server(
     connection.close()
     cluster("restart")
 
-    done_before = succeeded()
     connection.close()
     cluster("stop")
     time.sleep(outage)
     cluster("start")
     back_at = time.monotonic()
+    done_before = succeeded()
     wait_until(lambda: succeeded() > done_before, timeout=60, what="a job to succeed again")
     reconnected_in = time.monotonic() - back_at
 
