@@ -113,6 +113,8 @@ def _is_unicode(text: str) -> bool:
 
 def text_error(text: str) -> str | None:
     """Return why ``text`` cannot be stored in every supported database, or None if it can."""
+    if text.isascii() and "\x00" not in text:
+        return None
     index = text.find("\x00")
     if index >= 0:
         return (
