@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,10 +45,17 @@ class RetryPolicy:
     jitter: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.base_delay < 0 or self.max_delay < 0:
-            raise ValueError("RetryPolicy delays must be >= 0 seconds.")
-        if self.factor < 1:
-            raise ValueError("RetryPolicy.factor must be >= 1.")
+        from .checks import RETRY_DELAY_MAX, RETRY_FACTOR_MAX
+
+        for name in ("base_delay", "max_delay"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0 <= value <= RETRY_DELAY_MAX):
+                raise ValueError(
+                    f"RetryPolicy.{name} is {value}; it must be seconds from 0 to "
+                    f"{RETRY_DELAY_MAX} (30 days)."
+                )
+        if not (math.isfinite(self.factor) and 1 <= self.factor <= RETRY_FACTOR_MAX):
+            raise ValueError(f"RetryPolicy.factor must be from 1 to {RETRY_FACTOR_MAX}.")
         if not 0 <= self.jitter <= 1:
             raise ValueError("RetryPolicy.jitter must be between 0 and 1.")
 
@@ -89,6 +97,10 @@ def decision_delay(decision: RetryDecision, where: str) -> float | Literal["give
             f"{where} returned {decision!r}; return a timedelta, a number of seconds, "
             "django_outbox.GIVE_UP or None."
         )
-    if seconds < 0:
-        raise ValueError(f"{where} returned a negative delay ({seconds} s).")
-    return seconds
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{where} returned {seconds} s; a delay is a finite number >= 0.")
+    # A later run_at than a database stores (or than anyone waits for) is the longest retry
+    # delay the settings allow.
+    from .checks import RETRY_DELAY_MAX
+
+    return min(seconds, RETRY_DELAY_MAX)

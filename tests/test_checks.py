@@ -514,7 +514,8 @@ def test_the_largest_delays_and_retention_allowed_are_datetimes_the_database_sto
         (["--prefetch", "100001"], "--prefetch: expected a number <= 100000, got 100001"),
         (["--prefetch", "nan"], "--prefetch: expected a whole number, got 'nan'"),
         (["--concurrency", "inf"], "--concurrency: expected a whole number, got 'inf'"),
-        (["--concurrency", str(2**31)], "--concurrency: expected a number <= 2147483647"),
+        (["--concurrency", str(10**9)], "--concurrency: expected a number <= 1000"),
+        (["--processes", "257"], "--processes: expected a number <= 256"),
         (["--max-jobs", str(10**400)], "--max-jobs: expected a number <= 2147483647"),
     ],
     ids=[
@@ -526,7 +527,8 @@ def test_the_largest_delays_and_retention_allowed_are_datetimes_the_database_sto
         "prefetch-above-max",
         "prefetch-nan",
         "concurrency-inf",
-        "concurrency-above-int",
+        "concurrency-above-max",
+        "processes-above-max",
         "max-jobs-huge",
     ],
 )

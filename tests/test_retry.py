@@ -30,7 +30,17 @@ def test_jitter_spreads_delays_within_its_fraction_and_never_past_the_cap():
 
 
 @pytest.mark.parametrize(
-    "options", [{"base_delay": -1}, {"max_delay": -1}, {"factor": 0.5}, {"jitter": 2}]
+    "options",
+    [
+        {"base_delay": -1},
+        {"max_delay": -1},
+        {"factor": 0.5},
+        {"jitter": 2},
+        {"base_delay": float("inf")},
+        {"max_delay": float("nan")},
+        {"max_delay": 1e15},
+        {"factor": float("inf")},
+    ],
 )
 def test_invalid_policies_are_refused(options):
     with pytest.raises(ValueError, match="RetryPolicy"):
@@ -62,6 +72,13 @@ def test_strategy_decisions_of_the_wrong_type_are_refused(decision):
         decision_delay(decision, "strategy")
 
 
-def test_negative_strategy_delay_is_refused():
-    with pytest.raises(ValueError, match="negative"):
-        decision_delay(-1, "strategy")
+@pytest.mark.parametrize("decision", [-1, float("nan"), float("inf")])
+def test_negative_or_non_finite_strategy_delays_are_refused(decision):
+    with pytest.raises(ValueError, match="a delay is a finite number >= 0"):
+        decision_delay(decision, "strategy")
+
+
+def test_strategy_delays_beyond_the_longest_retry_delay_are_capped():
+    """1e15 s is past any datetime a database stores: the job would be left running."""
+    assert decision_delay(1e15, "strategy") == 30 * 86400
+    assert decision_delay(datetime.timedelta.max, "strategy") == 30 * 86400

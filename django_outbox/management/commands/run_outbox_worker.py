@@ -12,8 +12,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_outbox.checks import (
+    CONCURRENCY_MAX,
     INTEGER_MAX,
     PREFETCH_MAX,
+    PROCESSES_MAX,
     SHUTDOWN_TIMEOUT_MAX,
     queue_name_error,
 )
@@ -49,6 +51,8 @@ def _number_argument(
 # positive_int also counts jobs (--max-jobs, and outbox_bench's sizes): its maximum is the
 # integer columns', not CONCURRENCY_MAX or PROCESSES_MAX.
 positive_int = _number_argument(int, 1, INTEGER_MAX, "a whole number")
+concurrency_int = _number_argument(int, 1, CONCURRENCY_MAX, "a whole number")
+processes_int = _number_argument(int, 1, PROCESSES_MAX, "a whole number")
 non_negative_int = _number_argument(int, 0, PREFETCH_MAX, "a whole number")
 non_negative_seconds = _number_argument(float, 0, SHUTDOWN_TIMEOUT_MAX, "a number of seconds")
 
@@ -72,14 +76,14 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
+            type=concurrency_int,
             default=None,
             help="Threads running jobs (per process), each with its own database connection. "
             "Default: OUTBOX['CONCURRENCY'] (4).",
         )
         parser.add_argument(
             "--processes",
-            type=positive_int,
+            type=processes_int,
             default=None,
             help="Worker processes, each with --concurrency threads, under one supervisor: "
             "use them to use every core. Default: OUTBOX['PROCESSES'] (1).",
