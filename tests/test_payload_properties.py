@@ -180,6 +180,7 @@ def strings_in(data):
 @given(payloads)
 def test_encode_returns_json_that_decodes_to_the_payload_or_raises_payload_error(value):
     problem = refusal(value)
+    refused: str | None
     try:
         encoded = encode(value)
     except PayloadError as error:

@@ -28,14 +28,14 @@ FIVE_HOURS = datetime.timedelta(hours=5)
 
 
 def nested(depth):
-    value = None
+    value: object = None
     for _ in range(depth):
         value = [value]
     return value
 
 
 def circular():
-    loop: list = []
+    loop: list[object] = []
     loop.append(loop)
     return {"loop": loop}
 

@@ -123,12 +123,13 @@ def test_deeper_nesting_is_refused_not_a_recursion_error(depth):
 
 
 def test_circular_references_are_refused_with_their_path():
-    loop: list = [1]
+    loop: list[object] = [1]
     loop.append(loop)
     with pytest.raises(PayloadError, match=r"payload\[1\] is the list that contains it"):
         encode(loop)
-    node: dict = {"name": "a", "children": []}
-    node["children"].append({"parent": node})
+    children: list[object] = []
+    node = {"name": "a", "children": children}
+    children.append({"parent": node})
     with pytest.raises(
         PayloadError, match=r"payload\['children'\]\[0\]\['parent'\] is the dict that contains it"
     ):
