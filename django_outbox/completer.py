@@ -18,6 +18,7 @@ from django.db import DatabaseError, connections
 
 from .context import ClaimedJob
 from .db import retry_while_locked
+from .outage import ErrorBackoff
 from .transitions import mark_many_succeeded
 
 logger = logging.getLogger("django_outbox.worker")
@@ -48,6 +49,9 @@ class Completer:
         self._has_work = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._errors = ErrorBackoff(
+            "recording finished jobs", logger, first_delay=retry_seconds, max_delay=5.0
+        )
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="outbox-completer", daemon=True)
@@ -80,36 +84,38 @@ class Completer:
                     return
                 # Let more handlers finish, so that one statement records them all.
                 self._stopping.wait(self.interval)
-                if not self._flush():
+                error = self._flush()
+                if error is not None:
                     connection.close()
-                    self._stopping.wait(self.retry_seconds)
+                    self._stopping.wait(self._errors.failed(error))
         finally:
             connection.close()
 
     def _flush_before_exit(self) -> None:
         for _ in range(3):
-            if self._flush():
+            if self._flush() is None:
                 return
             connections[self.using].close()
             time.sleep(self.retry_seconds)
 
-    def _flush(self) -> bool:
-        """Write the pending jobs; return False (keeping them pending) if the database failed."""
+    def _flush(self) -> DatabaseError | None:
+        """Write the pending jobs; return the database's error (keeping them pending) if any."""
         with self._lock:
             batch, self._pending = self._pending, []
             if not self._stopping.is_set():
                 self._has_work.clear()
         if not batch:
-            return True
+            return None
         try:
             marked = retry_while_locked(
                 lambda: mark_many_succeeded(batch, self.using), give_up_after=30
             )
-        except DatabaseError:
-            logger.exception("recording finished jobs failed count=%s; retrying", len(batch))
+        except DatabaseError as exc:
+            # Kept, and tried again: until marked, the jobs' leases are held and extended.
             with self._lock:
                 self._pending[:0] = batch
                 self._has_work.set()
-            return False
+            return exc
+        self._errors.succeeded()
         self.on_recorded(batch, marked)
-        return True
+        return None

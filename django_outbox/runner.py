@@ -101,7 +101,7 @@ def run_job(
         task = None
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("job started job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
-    signals.job_started.send(sender=task, job=job)
+    signals.send(signals.job_started, task, job=job)
     if task is None:
         error = TaskNotRegisteredError(
             f"No task named {job.task_name!r} is registered in this worker (renamed or removed, "
@@ -185,7 +185,7 @@ def report_succeeded(job: ClaimedJob, task: Task | None = None) -> None:
     if task is None:
         task = get_task(job.task_name)
     logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
-    signals.job_succeeded.send(sender=task, job=job)
+    signals.send(signals.job_succeeded, task, job=job)
 
 
 def _fail(
@@ -224,7 +224,7 @@ def _fail(
             retry_in,
             error,
         )
-        signals.job_retrying.send(sender=task, job=job, error=error)
+        signals.send(signals.job_retrying, task, job=job, error=error)
     else:
         outcome = Outcome.FAILED
         logger.error(
@@ -234,5 +234,5 @@ def _fail(
             job.attempt,
             error,
         )
-        signals.job_failed.send(sender=task, job=job, error=error)
+        signals.send(signals.job_failed, task, job=job, error=error)
     return outcome

@@ -2,11 +2,35 @@
 
 Each is sent with ``sender`` the Task (None for a job whose task is not registered) and
 ``job`` the ClaimedJob. ``job_failed`` and ``job_retrying`` also pass ``error`` (text).
+A receiver that raises is logged and changes nothing about the job or the worker.
 """
 
+from __future__ import annotations
+
+import logging
+from typing import Any
+
 from django.dispatch import Signal
+
+logger = logging.getLogger(__name__)
 
 job_started = Signal()
 job_succeeded = Signal()
 job_retrying = Signal()
 job_failed = Signal()
+
+
+def send(signal: Signal, sender: Any, **kwargs: Any) -> None:
+    """Send ``signal`` to every receiver; log, and otherwise ignore, the ones that raise.
+
+    The job's status is already committed when these are sent: a failing receiver must not
+    make the worker lose track of the job, nor stop the thread that reports it.
+    """
+    for receiver, result in signal.send_robust(sender=sender, **kwargs):
+        if isinstance(result, Exception):
+            logger.error(
+                "a signal receiver failed receiver=%s job=%s",
+                getattr(receiver, "__qualname__", receiver),
+                getattr(kwargs.get("job"), "id", None),
+                exc_info=result,
+            )

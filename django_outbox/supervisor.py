@@ -147,6 +147,7 @@ class Supervisor:
         self._stopping = threading.Event()
         self._aborting = False
         self._restart_delay = 1.0
+        self._started_at: dict[int, float] = {}
 
     @property
     def stopping(self) -> bool:
@@ -168,6 +169,7 @@ class Supervisor:
             name=f"outbox-worker-process-{number}",
         )
         child.start()
+        self._started_at[number] = time.monotonic()
         self._children[number] = child
         logger.info("started worker process number=%s pid=%s", number, child.pid)
 
@@ -205,6 +207,9 @@ class Supervisor:
         if code == 0 and (self.options.burst or self.options.max_jobs):
             # Its work is done; the supervisor exits once every worker's is.
             return 0
+        if time.monotonic() - self._started_at.get(number, 0.0) > 2 * MAX_RESTART_DELAY:
+            # It ran well for a while: a crash now is not part of a crash loop.
+            self._restart_delay = 1.0
         logger.error(
             "worker process number=%s pid=%s exited with code %s; restarting in %ss",
             number,

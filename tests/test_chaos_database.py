@@ -81,7 +81,8 @@ def test_workers_ride_out_killed_backends_a_restart_and_a_stopped_server(
 ):
     jobs = scaled(2_000, 6_000)
     outage = scaled(3, 10)
-    payloads = [{"sleep": 0.01}] * (jobs // 2)
+    # Long enough a drain (about 10 s on 8 threads) that jobs run through every outage.
+    payloads = [{"sleep": 0.04}] * (jobs // 2)
     atomic = [job.pk for job in tasks.chaos_atomic.enqueue_many(payloads)]
     non_atomic = [job.pk for job in tasks.chaos_non_atomic.enqueue_many(payloads)]
     env = {"OUTBOX_TEST_PREPARE_THRESHOLD": "5"}
@@ -102,6 +103,10 @@ def test_workers_ride_out_killed_backends_a_restart_and_a_stopped_server(
     time.sleep(outage)
     cluster("start")
     back_at = time.monotonic()
+    # New work as soon as the server is back, whatever is left of the first.
+    later = [job.pk for job in tasks.chaos_atomic.enqueue_many([{}] * 100)]
+    atomic += later
+    jobs += len(later)
     done_before = succeeded()
     wait_until(lambda: succeeded() > done_before, timeout=60, what="a job to succeed again")
     reconnected_in = time.monotonic() - back_at

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,8 +37,16 @@ class DatabaseQueries:
         # Django's own cursor refuses to run in a transaction that can only roll back; so does
         # this path, rather than letting a write look done that the rollback will undo.
         connection.validate_no_broken_transaction()
-        with connection.wrap_database_errors:
-            return self._execute(connection, sql, params)
+        if not connection.queries_logged:
+            with connection.wrap_database_errors:
+                return self._execute(connection, sql, params)
+        # DEBUG (or a test's CaptureQueriesContext): listed with the ORM's statements.
+        started = time.monotonic()
+        try:
+            with connection.wrap_database_errors:
+                return self._execute(connection, sql, params)
+        finally:
+            connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         raise NotImplementedError
