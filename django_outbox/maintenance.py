@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 
 from django.db import DatabaseError, connections
@@ -48,25 +49,30 @@ class Maintenance:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for name, target in (("outbox-heartbeat", self._heartbeat), ("outbox-pruner", self._prune)):
-            thread = threading.Thread(target=target, name=name, daemon=True)
+        for name, what, work, max_delay in (
+            ("outbox-heartbeat", "heartbeat", self._beat, 10.0),
+            ("outbox-pruner", "pruning finished jobs", self._prune_batches, 60.0),
+        ):
+            thread = threading.Thread(
+                target=self._repeat, args=(what, work, max_delay), name=name, daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 
-    # Heartbeat and rescue.
-
-    def _heartbeat(self) -> None:
+    def _repeat(self, what: str, work: Callable[[], None], max_delay: float) -> None:
+        """Call ``work`` every heartbeat until the worker stops, riding out database errors."""
         connection = connections[self.using]
         errors = ErrorBackoff(
-            f"heartbeat worker={self.worker_id}", logger, first_delay=self.heartbeat_seconds
+            f"{what} worker={self.worker_id}",
+            logger,
+            first_delay=self.heartbeat_seconds,
+            max_delay=max_delay,
         )
+        wait = self.heartbeat_seconds
         try:
-            wait = self.heartbeat_seconds
             while not self.done.wait(wait):
                 try:
-                    queries_for(connection).prepare_worker_connection(connection)
-                    self._extend_leases()
-                    self.rescue()
+                    work()
                 except DatabaseError as exc:
                     connection.close()
                     wait = errors.failed(exc)
@@ -75,6 +81,14 @@ class Maintenance:
                     wait = self.heartbeat_seconds
         finally:
             connection.close()
+
+    # Heartbeat and rescue.
+
+    def _beat(self) -> None:
+        connection = connections[self.using]
+        queries_for(connection).prepare_worker_connection(connection)
+        self._extend_leases()
+        self.rescue()
 
     def _extend_leases(self) -> None:
         held = self.held.all()
@@ -108,30 +122,8 @@ class Maintenance:
 
     # Pruning.
 
-    def _prune(self) -> None:
-        """Delete finished jobs past their retention, in small batches, every heartbeat."""
-        connection = connections[self.using]
-        errors = ErrorBackoff(
-            f"pruning finished jobs worker={self.worker_id}",
-            logger,
-            first_delay=self.heartbeat_seconds,
-            max_delay=60.0,
-        )
-        wait = self.heartbeat_seconds
-        try:
-            while not self.done.wait(wait):
-                try:
-                    self._prune_batches()
-                except DatabaseError as exc:
-                    connection.close()
-                    wait = errors.failed(exc)
-                else:
-                    errors.succeeded()
-                    wait = self.heartbeat_seconds
-        finally:
-            connection.close()
-
     def _prune_batches(self) -> None:
+        """Delete finished jobs past their retention, in small batches."""
         while not self.done.is_set():
             deleted = retry_while_locked(
                 partial(prune_finished, self.using, self.retention),
