@@ -31,6 +31,27 @@ CLAIMABLE = (JobStatus.READY, JobStatus.RETRYING)
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
 
 
+class PayloadField(models.JSONField):
+    """A JSON column that loads whatever a row holds: the text itself if it can't be parsed.
+
+    A row is written by other code than ``enqueue`` at times (a script, a hand edit, an older
+    version): loading it through the ORM, as the admin does, must not fail on its payload (one
+    nested thousands of levels deep raises RecursionError, which JSONField lets through). The
+    worker reads payloads its own way and fails such a job with the reason.
+    """
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        try:
+            return super().from_db_value(value, expression, connection)
+        except (RecursionError, ValueError):
+            return value
+
+    def deconstruct(self) -> Any:
+        # The column is a plain JSONField's: no migration, no table rebuild on SQLite.
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
+
+
 class JobQuerySet(models.QuerySet["Job"]):
     def claimable(self) -> JobQuerySet:
         """Jobs waiting for a worker, whether or not their run_at has come."""
@@ -61,7 +82,7 @@ class Job(models.Model):
     id = models.BigAutoField(primary_key=True)
     task_name = models.CharField(_("task"), max_length=255)
     queue = models.CharField(_("queue"), max_length=100)
-    payload = models.JSONField(_("payload"), null=True, blank=True)
+    payload = PayloadField(_("payload"), null=True, blank=True)
     status = models.CharField(
         _("status"), max_length=16, choices=JobStatus.choices, default=JobStatus.READY
     )

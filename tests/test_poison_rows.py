@@ -72,3 +72,19 @@ def test_a_claimable_row_with_used_up_attempts_does_not_stop_the_queue(workers):
     assert (row.status, row.attempts, row.max_attempts) == (JobStatus.FAILED, 4, 4)
     assert Job.objects.filter(pk__in=healthy, status=JobStatus.SUCCEEDED).count() == 10
     assert "attempts_within_max" not in worker.stderr
+
+
+@pytest.mark.postgresql
+def test_a_row_whose_payload_cannot_be_parsed_still_loads_and_shows_in_the_admin(admin_client):
+    """JSONField lets RecursionError through: one such row made the ORM, and so the admin's
+    job page, fail (a 500). (SQLite's JSON check refuses more than 1,000 levels, which
+    Python still parses.)"""
+    job_id = insert_raw_payload(deeply_nested(5000))
+
+    job = Job.objects.get(pk=job_id)
+
+    assert isinstance(job.payload, str)
+    assert job.payload.startswith("[[[[")
+    response = admin_client.get(f"/admin/django_outbox/job/{job_id}/change/")
+    assert response.status_code == 200
+    assert b"[[[[" in response.content
