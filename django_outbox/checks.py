@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
 
 from .conf import DEFAULTS, QUEUE_KEYS, RETENTION_KEYS, RETRY_KEYS
+from .serialization import brief, text_error
 
 QUEUE_NAME_MAX_LENGTH = 100
 #: Ranges of the integer columns these settings end up in.
@@ -87,7 +88,7 @@ class Range:
 
     def problem(self, value: object) -> str | None:
         """Return why ``value`` is not in this range, or ``None`` when it is."""
-        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+        shown = brief(value)
         if isinstance(value, bool) or not isinstance(value, int | float):
             return f"is {shown}, not a number; it must be {self}."
         if self.kind == "integer" and not isinstance(value, int):
@@ -170,18 +171,27 @@ RETENTION_RANGE = Range(
 def queue_name_error(name: object) -> str | None:
     """Return why ``name`` is not a usable queue name, or ``None`` when it is."""
     if not isinstance(name, str) or not name.strip():
-        return f"A queue name must be a non-empty string, not {name!r}."
+        return f"A queue name must be a non-empty string, not {brief(name)}."
     if len(name) > QUEUE_NAME_MAX_LENGTH:
         return f"Queue name {name[:20]!r}... is longer than {QUEUE_NAME_MAX_LENGTH} characters."
+    if problem := text_error(name):
+        # Every enqueue to such a queue would be refused.
+        return f"The queue name {brief(name)} {problem}."
     return None
+
+
+def _sorted_names(keys: Iterable[object]) -> list[str]:
+    """Return ``keys`` as short reprs, sorted: a dict's keys may be of types that don't
+    compare (0 and ""), or an int too long to print."""
+    return sorted(brief(key) for key in keys)
 
 
 def priority_error(priority: object) -> str | None:
     """Return why ``priority`` is not a usable priority, or ``None`` when it is."""
     if not isinstance(priority, int) or isinstance(priority, bool):
-        return f"priority must be an integer, not {priority!r}."
+        return f"priority must be an integer, not {brief(priority)}."
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        return f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, not {priority}."
+        return f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, not {brief(priority)}."
     return None
 
 
@@ -194,7 +204,7 @@ def max_attempts_error(max_attempts: object) -> str | None:
     ):
         return (
             f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS_MAX} (the first run "
-            f"counts; 1 means never retry), not {max_attempts!r}."
+            f"counts; 1 means never retry), not {brief(max_attempts)}."
         )
     return None
 
@@ -209,7 +219,7 @@ def _retry_errors(retry: object, where: str) -> list[CheckMessage]:
             )
         ]
     errors: list[CheckMessage] = []
-    unknown = sorted(set(retry) - RETRY_KEYS)
+    unknown = _sorted_names(set(retry) - RETRY_KEYS)
     if unknown:
         errors.append(
             Error(
@@ -218,7 +228,7 @@ def _retry_errors(retry: object, where: str) -> list[CheckMessage]:
                 id="django_outbox.E007",
             )
         )
-    for key in sorted(set(retry) & RETRY_KEYS):
+    for key in sorted(RETRY_KEYS & set(retry)):
         bounds = RETRY_RANGES[key]
         if problem := bounds.problem(retry[key]):
             errors.append(
@@ -239,7 +249,7 @@ def _retention_errors(retention: object) -> list[CheckMessage]:
     if not isinstance(retention, dict):
         return [Error("OUTBOX['RETENTION'] must be a dict.", hint=hint, id="django_outbox.E010")]
     errors: list[CheckMessage] = []
-    unknown = sorted(set(retention) - RETENTION_KEYS)
+    unknown = _sorted_names(set(retention) - RETENTION_KEYS)
     if unknown:
         errors.append(
             Error(
@@ -274,17 +284,17 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
         if not isinstance(options, dict):
             errors.append(
                 Error(
-                    f"OUTBOX['QUEUES'][{name!r}] must be a dict.",
+                    f"OUTBOX['QUEUES'][{brief(name)}] must be a dict.",
                     hint=hint,
                     id="django_outbox.E008",
                 )
             )
             continue
-        unknown = sorted(set(options) - QUEUE_KEYS)
+        unknown = _sorted_names(set(options) - QUEUE_KEYS)
         if unknown:
             errors.append(
                 Error(
-                    f"OUTBOX['QUEUES'][{name!r}] has unknown options {unknown}.",
+                    f"OUTBOX['QUEUES'][{brief(name)}] has unknown options {unknown}.",
                     hint=hint,
                     id="django_outbox.E008",
                 )
@@ -292,7 +302,7 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
         if "MAX_ATTEMPTS" in options and (problem := max_attempts_error(options["MAX_ATTEMPTS"])):
             errors.append(
                 Error(
-                    f"OUTBOX['QUEUES'][{name!r}]['MAX_ATTEMPTS']: {problem}",
+                    f"OUTBOX['QUEUES'][{brief(name)}]['MAX_ATTEMPTS']: {problem}",
                     hint="The first run counts as an attempt: 1 means never retry.",
                     id="django_outbox.E008",
                 )
@@ -300,13 +310,13 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
         if "PRIORITY" in options and (problem := priority_error(options["PRIORITY"])):
             errors.append(
                 Error(
-                    f"OUTBOX['QUEUES'][{name!r}]['PRIORITY']: {problem}",
+                    f"OUTBOX['QUEUES'][{brief(name)}]['PRIORITY']: {problem}",
                     hint="Higher priorities run first; the default is 0.",
                     id="django_outbox.E008",
                 )
             )
         if "RETRY" in options:
-            errors += _retry_errors(options["RETRY"], f"OUTBOX['QUEUES'][{name!r}]['RETRY']")
+            errors += _retry_errors(options["RETRY"], f"OUTBOX['QUEUES'][{brief(name)}]['RETRY']")
     return errors
 
 
@@ -321,7 +331,7 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
             )
         ]
     errors: list[CheckMessage] = []
-    unknown = sorted(set(user) - set(DEFAULTS))
+    unknown = _sorted_names(set(user) - set(DEFAULTS))
     if unknown:
         errors.append(
             Error(
@@ -335,7 +345,7 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
     if not isinstance(database, str) or database not in settings.DATABASES:
         errors.append(
             Error(
-                f"OUTBOX['DATABASE'] is {merged['DATABASE']!r}, which is not in DATABASES.",
+                f"OUTBOX['DATABASE'] is {brief(merged['DATABASE'])}, which is not in DATABASES.",
                 hint=f"Use one of {sorted(settings.DATABASES)}.",
                 id="django_outbox.E003",
             )

@@ -20,7 +20,7 @@ from .checks import priority_error, queue_name_error
 from .conf import get_settings
 from .exceptions import EnqueueError
 from .registry import get_task
-from .serialization import encode, text_error
+from .serialization import brief, encode, text_error
 from .tasks import Task
 from .wakeups import jobs_enqueued
 
@@ -48,9 +48,10 @@ def _run_at(
                 "timezone.now() + timedelta(...) or datetime(..., tzinfo=UTC)."
             )
         try:
-            # Compared, and later stored, in UTC (or as naive local time without USE_TZ).
+            # Stored in UTC (or as naive local time without USE_TZ): PostgreSQL refuses some
+            # offsets Python allows (16 hours and more, fractions of a second).
             if settings.USE_TZ:
-                run_at.astimezone(datetime.timezone.utc)
+                run_at = run_at.astimezone(datetime.timezone.utc)
             elif timezone.is_aware(run_at):
                 run_at = timezone.make_naive(run_at)
         except OverflowError as error:
@@ -79,7 +80,7 @@ def _run_at(
     if isinstance(seconds, float) and not math.isfinite(seconds):
         raise EnqueueError(f"delay must be a finite number of seconds, not {seconds}.")
     if seconds < 0:
-        raise EnqueueError(f"delay must not be negative ({seconds} s); use 0 to run now.")
+        raise EnqueueError(f"delay must not be negative ({brief(seconds)} s); use 0 to run now.")
     if seconds > MAX_DELAY.total_seconds():
         shown = f"{float(seconds):.6g} s" if seconds < 1e300 else "more than 1e300 s"
         raise EnqueueError(
@@ -96,7 +97,7 @@ def _run_at(
 def _name_error(kind: str, name: str) -> str | None:
     """Return why a task or queue name cannot be stored, or None if it can."""
     problem = text_error(name)
-    return f"The {kind} name {name!r} {problem}." if problem else None
+    return f"The {kind} name {brief(name)} {problem}." if problem else None
 
 
 def build_job(

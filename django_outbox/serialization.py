@@ -89,7 +89,7 @@ class _Refused(Exception):
         return root + "".join(where)
 
 
-def _brief(value: Any) -> str:
+def brief(value: Any) -> str:
     """Return a repr of ``value`` short enough for an error message."""
     try:
         text = repr(value)
@@ -238,16 +238,16 @@ def _encode_dict(value: dict[Any, Any], depth: int, ancestors: set[int]) -> JSON
     for key, item in value.items():
         if not isinstance(key, str):
             raise _Refused(
-                f"has the key {_brief(key)} of type {type(key).__name__}; JSON object keys "
+                f"has the key {brief(key)} of type {type(key).__name__}; JSON object keys "
                 "must be strings (convert it, e.g. str(key), before enqueueing)"
             )
         problem = text_error(key)
         if problem:
-            raise _Refused(f"has the key {_brief(key)}, which {problem}")
+            raise _Refused(f"has the key {brief(key)}, which {problem}")
         try:
             encoded[key] = _encode(item, depth, ancestors)
         except _Refused as refused:
-            refused.where.append(f"[{_brief(key)}]")
+            refused.where.append(f"[{brief(key)}]")
             raise
     return {_ESCAPE: encoded} if _looks_like_tag(encoded) else encoded
 
@@ -324,7 +324,7 @@ def _decode(value: JSONValue, depth: int) -> Any:
             if tag == _ESCAPE:
                 if not isinstance(inner, dict):
                     raise _Refused(
-                        f"has the tag {_ESCAPE} with {_brief(inner)}, which is not an object"
+                        f"has the tag {_ESCAPE} with {brief(inner)}, which is not an object"
                     )
                 value = inner
             elif tag in _DECODERS:
@@ -336,7 +336,7 @@ def _decode(value: JSONValue, depth: int) -> Any:
             try:
                 decoded_dict[key] = _decode(item, depth + 1)
             except _Refused as refused:
-                refused.where.append(f"[{_brief(key)}]")
+                refused.where.append(f"[{brief(key)}]")
                 raise
         return decoded_dict
     return value
@@ -344,12 +344,12 @@ def _decode(value: JSONValue, depth: int) -> Any:
 
 def _decode_tag(tag: str, text: Any) -> Any:
     if not isinstance(text, str):
-        raise _Refused(f"has the tag {tag} with {_brief(text)}, which is not a string")
+        raise _Refused(f"has the tag {tag} with {brief(text)}, which is not a string")
     try:
         return _DECODERS[tag](text)
     except (ValueError, ArithmeticError) as error:  # decimal.InvalidOperation is arithmetic.
         raise _Refused(
-            f"has the tag {tag} with {_brief(text)}, which is not {_TAG_TEXTS[tag]}"
+            f"has the tag {tag} with {brief(text)}, which is not {_TAG_TEXTS[tag]}"
         ) from error
 
 

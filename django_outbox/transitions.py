@@ -70,10 +70,25 @@ class Failure:
 
 
 def _trimmed(text: str) -> str:
-    if len(text) <= TRACEBACK_LIMIT:
+    if len(text) > TRACEBACK_LIMIT:
+        half = TRACEBACK_LIMIT // 2
+        text = (
+            f"{text[:half]}\n... ({len(text) - TRACEBACK_LIMIT} characters cut) ...\n{text[-half:]}"
+        )
+    return storable(text)
+
+
+def storable(text: str) -> str:
+    """Return ``text`` as every supported database can store it.
+
+    An error message quotes whatever the handler met: a NUL character (PostgreSQL's text
+    refuses it) or a lone surrogate (not UTF-8) would make recording the failure itself fail,
+    and leave the job running until its lease expired. Both are written as escapes.
+    """
+    if text.isascii() and "\x00" not in text:
         return text
-    half = TRACEBACK_LIMIT // 2
-    return f"{text[:half]}\n... ({len(text) - TRACEBACK_LIMIT} characters cut) ...\n{text[-half:]}"
+    text = text.replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def record_failure(
@@ -91,11 +106,12 @@ def record_failure(
     Return None, changing nothing, when the lease is no longer held.
     """
     traceback = _trimmed(failure.traceback)
+    error = storable(failure.error)
     entry = {
         "attempt": attempt,
         "at": timezone.now().isoformat(),
         "worker": worker_id,
-        "error": failure.error,
+        "error": error,
         "traceback": traceback,
     }
     # Short: it holds the job's row lock between reading the history and writing it back.
@@ -103,12 +119,14 @@ def record_failure(
         held = Job.objects.using(using).filter(
             pk=job_id, lease_token=lease_token, status=JobStatus.RUNNING
         )
-        errors = held.select_for_update().values_list("errors", flat=True).first()
-        if errors is None:
+        row = held.select_for_update().values_list("pk", "errors").first()
+        if row is None:
             return None
+        # A list unless the row was written by hand or by other code.
+        errors = row[1] if isinstance(row[1], list) else []
         history = [*errors, entry][-history_limit:] if history_limit else []
         changes: dict[str, Any] = {
-            "last_error": failure.error,
+            "last_error": error,
             "last_traceback": traceback,
             "errors": history,
             "lease_token": None,

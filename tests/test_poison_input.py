@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import django_outbox
-from django_outbox import EnqueueError, PayloadError, Task
+from django_outbox import EnqueueError, InvalidTaskError, PayloadError, Task
 from django_outbox.enqueuing import MAX_DELAY
 from django_outbox.serialization import MAX_DEPTH, MAX_INT_DIGITS, MAX_PAYLOAD_SIZE
 from tests.conftest import count_jobs_from
@@ -161,16 +161,21 @@ def test_enqueue_many_refuses_a_bad_option_naming_it(options, message, second_co
             "task name 'tests.testapp.tasks.noop\\\\x00' contains a NUL",
         ),
         ("tests.testapp.tasks.\udcff", "task name .* contains a lone surrogate"),
-        # Declared with a name or a queue no database can store.
+        # Declared with a name no database can store.
         (Task(tasks.noop.func, name="named\x00"), "task name 'named\\\\x00' contains a NUL"),
-        (Task(tasks.noop.func, queue="q\x00"), "queue name 'q\\\\x00' contains a NUL"),
     ],
-    ids=["name-nul", "name-surrogate", "declared-name", "declared-queue"],
+    ids=["name-nul", "name-surrogate", "declared-name"],
 )
 def test_task_and_queue_names_are_checked_like_payload_strings(task, message, second_connection):
     assert_refused_before_any_sql(
         lambda: django_outbox.enqueue(task, {}), EnqueueError, message, second_connection
     )
+
+
+def test_a_task_declared_with_a_queue_no_database_can_store_is_refused_at_once():
+    """Like OUTBOX["QUEUES"] names (check E008): refused where it is written, not at enqueue."""
+    with pytest.raises(InvalidTaskError, match=r"queue name 'q\\x00' contains a NUL"):
+        Task(tasks.noop.func, queue="q\x00")
 
 
 @pytest.mark.parametrize(
