@@ -178,6 +178,10 @@ class Worker:
             self._rescue_before_claiming()
             while not self._stopping.is_set():
                 self._wake.clear()
+                with self.held.lock:
+                    # Nothing held before the claim: every outcome, retries included, was
+                    # committed before it, so an empty claim means nothing is runnable now.
+                    idle_before_claim = self.held.is_empty()
                 free = self._free_slots()
                 try:
                     claimed = self._claim(free) if free > 0 else []
@@ -194,8 +198,9 @@ class Worker:
                 self._wake_on_completion = (
                     len(claimed) == free or self.burst or self._max_jobs_reached()
                 )
-                # Idle after a claim means the claim found nothing runnable.
-                if not self.held and (self.burst or self._max_jobs_reached()):
+                if self.burst and idle_before_claim and not claimed:
+                    break
+                if self._max_jobs_reached() and not self.held:
                     break
                 self._wake.wait(self.poll_seconds)
         finally:

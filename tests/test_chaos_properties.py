@@ -12,8 +12,7 @@ many):
   transaction goes on.
 
 At the end, each minimal example these properties found, now fixed (commit 560edcf), as a
-regression test; and finding 7, still open, as a strict xfail test (the garbage-rows property
-works around it: see ``run_bursts``).
+regression test, finding 7 (a burst worker that exited with its own retry due) too.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from django_outbox.models import FINISHED, Job, JobStatus
 from django_outbox.registry import registered_names
 from django_outbox.runner import Outcome, run_job
 from django_outbox.serialization import MAX_DEPTH, decode_stored
-from django_outbox.worker import Worker, WorkerStats
+from django_outbox.worker import Worker
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note
@@ -295,31 +294,15 @@ def decodes(job_id: int) -> bool:
     return True
 
 
-def run_bursts(rounds: int) -> list[WorkerStats]:
-    """Run a burst worker; again (up to ``rounds`` in all) while a retry it recorded is due.
-
-    Finding 7: a burst worker may exit with a retry due, recorded (with the suite's zero
-    backoff) by one of its threads between its last claim and its check that it holds nothing.
-    Only that state earns another burst: a row still ready or running fails the check below.
-    """
-    runs = [run_worker()]
-    while (
-        len(runs) < rounds
-        and Job.objects.filter(status=JobStatus.RETRYING, run_at__lte=timezone.now()).exists()
-    ):
-        count_as("finding 7: another burst ran a retry the last one left due")
-        runs.append(run_worker())
-    return runs
-
-
-def check_worker_finishes_every_row(rows: list[GarbageRow], bursts: int = 3) -> None:
+def check_worker_finishes_every_row(rows: list[GarbageRow]) -> None:
     Job.objects.all().delete()
     inserted = {job_id: row for row in rows if (job_id := insert(row)) is not None}
     undecodable = {job_id for job_id in inserted if not decodes(job_id)}
     for job_id, row in inserted.items():
         assert not row.payload.poison or job_id in undecodable, "a poison payload decoded"
 
-    runs = run_bursts(bursts)
+    # One burst: it exits only once a claim made while it held nothing found nothing.
+    stats = run_worker()
 
     now = timezone.now()
     # Not whole rows: the ORM's JSONField cannot load a deeply nested payload (RecursionError).
@@ -348,7 +331,7 @@ def check_worker_finishes_every_row(rows: list[GarbageRow], bursts: int = 3) -> 
         elif row.task_name == tasks.always_fails.name:
             assert status != JobStatus.SUCCEEDED, seen
     # One worker, quick handlers: no attempt outlived its lease.
-    assert all(stats.outcomes[Outcome.LEASE_LOST] == 0 for stats in runs), runs
+    assert stats.outcomes[Outcome.LEASE_LOST] == 0, stats
 
 
 @pytest.mark.django_db(transaction=True)
@@ -654,7 +637,7 @@ def row_of(task_name: str, payload: StoredPayload, **fields: Any) -> GarbageRow:
 def test_finding_1_a_failed_attempt_is_recorded_whatever_the_errors_column_holds(errors):
     """Found: record_failure read JSON null as a lost lease, or failed on [*5, entry]; the row
     stayed running."""
-    check_worker_finishes_every_row([row_of("", StoredPayload(), errors=errors)], bursts=1)
+    check_worker_finishes_every_row([row_of("", StoredPayload(), errors=errors)])
 
 
 @pytest.mark.parametrize(
@@ -695,7 +678,7 @@ def test_finding_4_a_handler_error_holding_a_lone_surrogate_is_recorded():
     """Found (SQLite): the UPDATE of last_error raised UnicodeEncodeError; the row stayed
     running until its lease expired."""
     payload = StoredPayload(text='{"message": "\\ud800"}')
-    check_worker_finishes_every_row([row_of(tasks.always_fails.name, payload)], bursts=1)
+    check_worker_finishes_every_row([row_of(tasks.always_fails.name, payload)])
 
 
 @pytest.mark.parametrize(
@@ -726,14 +709,6 @@ def test_finding_6_run_at_in_any_utc_offset_python_allows_is_stored(offset):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Finding 7: a burst worker can exit while a retry that one of its threads recorded "
-    "between the loop's last claim (which found nothing) and its check that it holds no job is "
-    "already due; Worker.run() breaks on `not self.held` without claiming once more. Flaky in "
-    "the property (often at OUTBOX_CHAOS_SCALE=full on PostgreSQL); here the window is widened",
-)
 def test_finding_7_a_burst_worker_exits_with_its_own_retry_due(monkeypatch):
     queries = queries_for(connection)
     real_claim = queries.claim
@@ -751,4 +726,4 @@ def test_finding_7_a_burst_worker_exits_with_its_own_retry_due(monkeypatch):
     monkeypatch.setattr(queries, "claim", slow_when_empty)
     monkeypatch.setattr(worker_module, "run_job", late)
     row = row_of(tasks.always_fails.name, StoredPayload(value={}), max_attempts=2)
-    check_worker_finishes_every_row([row], bursts=1)
+    check_worker_finishes_every_row([row])
