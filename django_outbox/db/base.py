@@ -37,10 +37,11 @@ class DatabaseQueries:
         # Django's own cursor refuses to run in a transaction that can only roll back; so does
         # this path, rather than letting a write look done that the rollback will undo.
         connection.validate_no_broken_transaction()
-        if not connection.queries_logged:
+        if not connection.queries_logged or self.runs_on_django_cursor(connection):
             with connection.wrap_database_errors:
                 return self._execute(connection, sql, params)
-        # DEBUG (or a test's CaptureQueriesContext): listed with the ORM's statements.
+        # DEBUG (or a test's CaptureQueriesContext), on the driver's own cursor: listed with
+        # the ORM's statements, as Django's cursor would list it.
         started = time.monotonic()
         try:
             with connection.wrap_database_errors:
@@ -50,6 +51,10 @@ class DatabaseQueries:
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         raise NotImplementedError
+
+    def runs_on_django_cursor(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether ``_execute`` uses Django's cursor (which logs queries itself)."""
+        return False
 
     def claim(
         self,

@@ -123,16 +123,18 @@ class PostgreSQLQueries(DatabaseQueries):
         them. Otherwise (Django's default, for poolers such as PgBouncer in transaction mode)
         it goes through Django's cursor and is planned every time.
         """
-        driver_connection: Any = connection.connection
-        if getattr(driver_connection, "prepare_threshold", None) is None:
+        if self.runs_on_django_cursor(connection):
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 return cursor.rowcount, cursor.fetchall() if cursor.description else []
         import psycopg
 
-        with psycopg.Cursor(driver_connection) as raw_cursor:
+        with psycopg.Cursor(connection.connection) as raw_cursor:
             raw_cursor.execute(sql, params, prepare=True)
             return raw_cursor.rowcount, raw_cursor.fetchall() if raw_cursor.description else []
+
+    def runs_on_django_cursor(self, connection: BaseDatabaseWrapper) -> bool:
+        return getattr(connection.connection, "prepare_threshold", None) is None
 
     def _commit_asynchronously(self, connection: BaseDatabaseWrapper) -> None:
         """Let this connection's commits return before their WAL reaches the disk.
