@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -46,14 +47,15 @@ def test_repeated_sigkills_during_a_drain_lose_nothing_and_commit_atomic_writes_
     kills = {"plain": 0, "supervisor": 0, "child": 0}
     started = time.monotonic()
     # Every kind of victim, in a random order.
-    victims = ["plain-1", "plain-2", "supervisor", "child"] * (kills_wanted // 4 + 1)
-    rng.shuffle(victims)
+    kinds = ["plain-1", "plain-2", "supervisor", "child"] * 4
+    rng.shuffle(kinds)
+    victims = itertools.cycle(kinds)
     while sum(kills.values()) < kills_wanted:
         time.sleep(rng.uniform(0.1, 0.6))
         if not Job.objects.unfinished().exists():
             # Drained before every kill was made: keep them busy.
             enqueue(400)
-        victim = victims.pop()
+        victim = next(victims)
         if victim == "child":
             children = list(child_pids(running["supervisor"]).values())
             if not children:
