@@ -33,10 +33,13 @@ class DatabaseQueries:
 
     def execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement on ``connection``; return (rows changed, rows returned)."""
-        connection.ensure_connection()
-        # Django's own cursor refuses to run in a transaction that can only roll back; so does
-        # this path, rather than letting a write look done that the rollback will undo.
-        connection.validate_no_broken_transaction()
+        # This runs once per job: each check is the cheapest form of Django's own.
+        if connection.connection is None:
+            connection.ensure_connection()
+        if connection.needs_rollback:
+            # Django's own cursor refuses to run in a transaction that can only roll back; so
+            # does this path, rather than letting a write look done that the rollback undoes.
+            connection.validate_no_broken_transaction()
         if not connection.queries_logged or self.runs_on_django_cursor(connection):
             with connection.wrap_database_errors:
                 return self._execute(connection, sql, params)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import logging
 import threading
@@ -107,6 +108,14 @@ SELECT now(), array_agg(id ORDER BY id) FROM inserted
 """
 
 
+@functools.cache
+def _psycopg() -> Any:
+    """psycopg 3, imported on first use: a project on SQLite alone need not install it."""
+    import psycopg
+
+    return psycopg
+
+
 # Connections (by their driver connection) already switched to asynchronous commits.
 _async_commit_connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -123,13 +132,12 @@ class PostgreSQLQueries(DatabaseQueries):
         them. Otherwise (Django's default, for poolers such as PgBouncer in transaction mode)
         it goes through Django's cursor and is planned every time.
         """
-        if self.runs_on_django_cursor(connection):
+        driver_connection: Any = connection.connection
+        if getattr(driver_connection, "prepare_threshold", None) is None:
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 return cursor.rowcount, cursor.fetchall() if cursor.description else []
-        import psycopg
-
-        with psycopg.Cursor(connection.connection) as raw_cursor:
+        with _psycopg().Cursor(driver_connection) as raw_cursor:
             raw_cursor.execute(sql, params, prepare=True)
             return raw_cursor.rowcount, raw_cursor.fetchall() if raw_cursor.description else []
 
@@ -225,9 +233,8 @@ class PostgreSQLQueries(DatabaseQueries):
         driver_connection: Any = connection.connection
         if driver_connection is None:
             return False
-        from psycopg.pq import TransactionStatus
-
-        return bool(driver_connection.info.transaction_status == TransactionStatus.INERROR)
+        in_error = _psycopg().pq.TransactionStatus.INERROR
+        return bool(driver_connection.info.transaction_status == in_error)
 
     @contextmanager
     def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
