@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from types import FrameType
 
@@ -30,6 +31,17 @@ def exit_at_once(signum: int) -> None:
     os._exit(128 + signum)
 
 
+def _off_the_signal_handler(work: Callable[..., None], *args: object) -> None:
+    """Run ``work`` on a thread of its own, not in the signal handler.
+
+    A handler runs on the main thread between two of its bytecodes, possibly while that thread
+    holds a lock: inside ``Event.wait()`` or ``Event.clear()`` (a plain, non-reentrant lock),
+    or a stream's. Setting an event or writing a message right there can wait for ever on the
+    thread's own lock; seen as a worker process that ignored every SIGTERM.
+    """
+    threading.Thread(target=work, args=args, name="outbox-stop-signal", daemon=True).start()
+
+
 def on_stop_signals(
     stop: Callable[[signal.Signals], None], abort: Callable[[signal.Signals], None]
 ) -> None:
@@ -39,9 +51,9 @@ def on_stop_signals(
     def handle(signum: int, frame: FrameType | None) -> None:
         received.append(signal.Signals(signum))
         if len(received) == 1:
-            stop(received[0])
+            _off_the_signal_handler(stop, received[0])
         else:
-            abort(received[-1])
+            _off_the_signal_handler(abort, received[-1])
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, handle)
@@ -52,10 +64,11 @@ def on_supervised_signals(stop: Callable[[], None]) -> None:
     at once; SIGINT (Ctrl-C, which reaches the whole group) is left to the supervisor."""
 
     def handle_stop(signum: int, frame: FrameType | None) -> None:
-        stop()
+        _off_the_signal_handler(stop)
 
     def handle_abort(signum: int, frame: FrameType | None) -> None:
-        exit_at_once(signum)
+        # Takes no lock: the process ends here.
+        os._exit(128 + signum)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, handle_stop)
