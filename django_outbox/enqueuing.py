@@ -161,8 +161,11 @@ def enqueue(
     existed; committed, it is durable. Raise EnqueueError (nothing written) on bad input.
     """
     job = build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+    from .db import queries_for  # Imports the model: see build_job.
+
     using = get_settings().database
-    job.save(using=using, force_insert=True)
+    connection = connections[using]
+    queries_for(connection).insert_job(connection, job)
     jobs_enqueued(using, [job.queue])
     return job
 

@@ -41,12 +41,14 @@ def test_enqueue_and_drain_figures_are_measured_and_the_bench_jobs_deleted(bench
         "bulk_enqueue_per_s",
         "drain_per_s",
         "atomic_drain_per_s",
+        "atomic_noop_drain_per_s",
         "worker_peak_rss_mb",
     }
     assert all(figure["median"] > 0 for figure in figures.values())
     assert results["vendor"] == connection.vendor
-    # Only the bench's own jobs are gone.
+    # Only the bench's own jobs are gone, and the table the atomic jobs wrote to.
     assert list(Job.objects.values_list("task_name", flat=True)) == ["someone.elses"]
+    assert "outbox_bench_effect" not in connection.introspection.table_names()
 
 
 @pytest.mark.postgresql
@@ -58,12 +60,15 @@ def test_latency_is_measured_from_commit_to_handler_start(bench):
     assert not Job.objects.exists()
 
 
-def test_the_enqueue_figure_compares_with_a_bare_create(bench):
+def test_the_enqueue_figure_compares_with_a_bare_create_and_a_raw_insert(bench):
     results = bench("--runs", "1", "--enqueue-jobs", "30", "--enqueue-clients", "2",
                     "--only", "enqueue")  # fmt: skip
     figures = results["figures"]
     assert figures["enqueue_cost_vs_create"]["median"] == pytest.approx(
         figures["bare_create_per_s"]["median"] / figures["enqueue_per_s"]["median"]
+    )
+    assert figures["enqueue_1_client_cost_vs_raw"]["median"] == pytest.approx(
+        figures["raw_insert_1_client_per_s"]["median"] / figures["enqueue_1_client_per_s"]["median"]
     )
     assert not Job.objects.exists()
     # The comparison table is dropped again.

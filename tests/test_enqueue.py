@@ -78,6 +78,38 @@ def test_the_returned_job_is_saved_with_its_options():
     assert stored.decoded_payload() == {"text": "x"}
 
 
+@pytest.mark.parametrize("payload", [{"text": "x"}, None, [1, "two"], "text", 3.5])
+def test_the_returned_job_is_the_stored_row(payload):
+    delayed = datetime.timedelta(minutes=1)
+    for job in (tasks.noop.enqueue(payload), tasks.noop.enqueue(payload, delay=delayed)):
+        stored = Job.objects.get(pk=job.pk)
+        fields = [field.attname for field in Job._meta.concrete_fields]
+        assert {name: getattr(job, name) for name in fields} == {
+            name: getattr(stored, name) for name in fields
+        }
+        assert not job._state.adding
+        assert job._state.db == stored._state.db
+    # A saved job saves as an UPDATE, as a job the ORM loaded would.
+    job.priority = 7
+    job.save(update_fields=["priority"])
+    assert Job.objects.get(pk=job.pk).priority == 7
+
+
+@pytest.mark.postgresql  # SQLite's clock (CURRENT_TIMESTAMP) is UTC whatever TIME_ZONE says.
+def test_without_time_zones_run_at_is_local_time(settings):
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "America/New_York"
+    exact = datetime.datetime(2030, 1, 2, 3, 4, 5)
+    scheduled = tasks.noop.enqueue(None, run_at=exact)
+    now = tasks.noop.enqueue(None)
+    assert Job.objects.get(pk=scheduled.pk).run_at == exact == scheduled.run_at
+    assert abs(Job.objects.get(pk=now.pk).run_at - datetime.datetime.now()) < datetime.timedelta(
+        seconds=5
+    )
+    assert timezone.is_naive(now.run_at)
+    assert timezone.is_naive(now.enqueued_at)
+
+
 def test_the_functional_form_takes_the_task_name():
     job = django_outbox.enqueue("tests.testapp.tasks.write_note", {"text": "x"}, queue="other")
     assert job.task_name == "tests.testapp.tasks.write_note"

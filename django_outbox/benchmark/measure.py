@@ -8,6 +8,7 @@ and latencies use the database's and the system's monotonic clocks, not the benc
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import statistics
 import threading
@@ -16,14 +17,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, models, transaction
+from django.db import connections, transaction
 from django.db.models import Max, Min
 
 from ..conf import get_settings
 from ..enqueuing import enqueue_many
 from ..models import Job, JobQuerySet
 from ..supervisor import Supervisor, WorkerOptions
+from ..tasks import Task
 from . import tasks as bench_tasks
+from .tables import bare_row_model, created, effect_model
 from .tasks import QUEUE, START_PORT_VARIABLE
 
 #: The queue of the finished jobs inserted to measure a large table (never claimed).
@@ -85,45 +88,33 @@ class Figure:
 # Enqueue rates.
 
 
-def _build_bare_row_model() -> type[models.Model]:
-    """A model with the job table's columns and no index, trigger or check beyond its key."""
-    attributes: dict[str, Any] = {
-        "__module__": __name__,
-        "Meta": type("Meta", (), {"app_label": "outbox_bench", "db_table": "outbox_bench_row"}),
-    }
-    for job_field in Job._meta.local_fields:
-        attributes[job_field.name] = job_field.clone()
-    return type("BenchRow", (models.Model,), attributes)
+#: The kinds of single-row write the enqueue figures compare, in the order they run.
+WRITE_KINDS = ("raw", "create", "enqueue")
 
 
-_bare_row: type[models.Model] | None = None
+def _raw_insert_sql(vendor: str) -> str:
+    """The INSERT ``enqueue`` makes, as literal SQL for the driver (no ORM, no checks)."""
+    placeholder, now = ("%s", "now()") if vendor == "postgresql" else ("?", _SQLITE_NOW)
+    payload = f"{placeholder}::jsonb" if vendor == "postgresql" else placeholder
+    return f"""
+        INSERT INTO {Job._meta.db_table} (task_name, queue, payload, status, priority, run_at,
+            attempts, max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors)
+        VALUES ({placeholder}, {placeholder}, {payload}, 'ready', 0, {now}, 0, 1, '', {now},
+            '', '', '[]')
+        RETURNING id, run_at, enqueued_at
+    """
 
 
-def bare_row_model() -> type[models.Model]:
-    global _bare_row
-    if _bare_row is None:
-        _bare_row = _build_bare_row_model()
-    return _bare_row
-
-
-@contextlib.contextmanager
-def bare_row_table() -> Iterator[type[models.Model]]:
-    """Create the comparison table for the duration of the block."""
-    connection = connections[using()]
-    with connection.schema_editor() as editor:
-        editor.create_model(bare_row_model())
-    try:
-        yield bare_row_model()
-    finally:
-        with connection.schema_editor() as editor:
-            editor.delete_model(bare_row_model())
+_SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 
 def write_one(kind: str) -> Callable[[int], None]:
     """Return a function that writes one row of ``kind`` in a transaction of its own.
 
     ``enqueue``: a job, as a view would enqueue it. ``create``: a bare
-    ``Model.objects.create()`` of a row of the same width, the cost enqueueing is held to.
+    ``Model.objects.create()`` of a row of the same width. ``raw``: the job's INSERT on the
+    driver's cursor of Django's connection between BEGIN and COMMIT: the database's own cost,
+    with the job table's indexes and trigger, and no Python of Django's or ours.
     """
     db = using()
     if kind == "enqueue":
@@ -133,6 +124,23 @@ def write_one(kind: str) -> Callable[[int], None]:
                 bench_tasks.noop.enqueue({"n": number})
 
         return enqueue_one
+    if kind == "raw":
+        connection = connections[db]
+        sql = _raw_insert_sql(connection.vendor)
+        task_name = bench_tasks.noop.name
+
+        def insert_one(number: int) -> None:
+            connection.ensure_connection()
+            cursor = connection.connection.cursor()
+            try:
+                cursor.execute("BEGIN")
+                cursor.execute(sql, (task_name, QUEUE, json.dumps({"n": number})))
+                cursor.fetchall()
+                cursor.execute("COMMIT")
+            finally:
+                cursor.close()
+
+        return insert_one
     bare_row = bare_row_model()
 
     def create_one(number: int) -> None:
@@ -154,25 +162,24 @@ def rate_in_this_process(kind: str, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def measure_enqueue(count: int, clients: int) -> tuple[float, float]:
-    """Return (enqueues/s, bare creates/s), one per transaction, from ``clients`` processes.
+def measure_enqueue(count: int, clients: int) -> dict[str, float]:
+    """Return writes/s of each of WRITE_KINDS, one per transaction, from ``clients`` processes.
 
-    With one client, in this process. Both run in alternating blocks, so that both see the same
-    machine.
+    With one client, in this process. The kinds run in alternating blocks, so that all see the
+    same machine; each figure is the median of its blocks.
     """
     from .clients import rate_in_processes
 
-    enqueue_rates: list[float] = []
-    create_rates: list[float] = []
-    with bare_row_table():
+    rates: dict[str, list[float]] = {kind: [] for kind in WRITE_KINDS}
+    with created(bare_row_model(), using()):
         for _ in range(3):
-            for kind, rates in (("create", create_rates), ("enqueue", enqueue_rates)):
+            for kind in WRITE_KINDS:
                 if clients == 1:
-                    rates.append(rate_in_this_process(kind, count // 3))
+                    rates[kind].append(rate_in_this_process(kind, count // 3))
                 else:
-                    rates.append(rate_in_processes(kind, count // 3, clients))
+                    rates[kind].append(rate_in_processes(kind, count // 3, clients))
     delete_bench_jobs()
-    return median(enqueue_rates), median(create_rates)
+    return {kind: median(values) for kind, values in rates.items()}
 
 
 def measure_bulk_enqueue(count: int, batch: int) -> float:
@@ -230,7 +237,7 @@ def running_workers(
     workers = Workers(supervisor, thread)
     try:
         # Each process must be up (it has imported Django and connected) before timing starts.
-        drain(processes * max(concurrency, 10), atomic=False, timeout=120)
+        drain(processes * max(concurrency, 10), bench_tasks.noop, timeout=120)
         yield workers
     finally:
         supervisor.request_stop()
@@ -238,14 +245,13 @@ def running_workers(
         delete_bench_jobs()
 
 
-def enqueue_in_one_transaction(count: int, atomic: bool) -> None:
-    task = bench_tasks.noop_atomic if atomic else bench_tasks.noop
+def enqueue_in_one_transaction(count: int, task: Task) -> None:
     with transaction.atomic(using=using()):
         for start in range(0, count, 5000):
             enqueue_many(task, [{"n": n} for n in range(start, min(count, start + 5000))])
 
 
-def drain(count: int, *, atomic: bool, timeout: float = 600) -> float:
+def drain(count: int, task: Task, *, timeout: float = 600) -> float:
     """Enqueue ``count`` jobs at once and return jobs/s from the first claim to the last finish.
 
     The times are the database's (started_at, finished_at), so the bench's own polling for the
@@ -253,7 +259,7 @@ def drain(count: int, *, atomic: bool, timeout: float = 600) -> float:
     """
     jobs = bench_jobs()
     delete_jobs_of(QUEUE)
-    enqueue_in_one_transaction(count, atomic)
+    enqueue_in_one_transaction(count, task)
     deadline = time.monotonic() + timeout
     while jobs.unfinished().exists():
         if time.monotonic() > deadline:
@@ -264,6 +270,11 @@ def drain(count: int, *, atomic: bool, timeout: float = 600) -> float:
     if failed:
         raise RuntimeError(f"{failed} bench jobs failed; see the workers' log.")
     delete_jobs_of(QUEUE)
+    if task is bench_tasks.write_atomic:
+        written = effect_model()._default_manager.using(using()).count()
+        effect_model()._default_manager.using(using()).all().delete()
+        if written != count:
+            raise RuntimeError(f"{count} atomic jobs succeeded but {written} wrote their row.")
     seconds: float = (span["last"] - span["first"]).total_seconds()
     return count / max(seconds, 1e-6)
 

@@ -8,7 +8,10 @@ import socket
 import time
 from typing import Any
 
+from ..conf import get_settings
+from ..context import current_job
 from ..tasks import task
+from .tables import effect_model
 
 QUEUE = "outbox-bench"
 #: Where ``mark_start`` reports when it started: a UDP port on this host, set by the bench.
@@ -25,6 +28,12 @@ def noop(payload: Any) -> None:
 @task(name="outbox_bench.noop_atomic", queue=QUEUE, atomic=True, max_attempts=1)
 def noop_atomic(payload: Any) -> None:
     """Nothing, in a transaction that commits with the job's success (one commit per job)."""
+
+
+@task(name="outbox_bench.write_atomic", queue=QUEUE, atomic=True, max_attempts=1)
+def write_atomic(payload: Any) -> None:
+    """One small INSERT that commits with the job's success, as users' atomic jobs write."""
+    effect_model()._default_manager.using(get_settings().database).create(job_id=current_job().id)
 
 
 @task(name="outbox_bench.mark_start", queue=QUEUE, atomic=False, max_attempts=1)

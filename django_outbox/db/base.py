@@ -80,6 +80,10 @@ class DatabaseQueries:
         """Mark ``jobs`` succeeded; return the ids of those whose lease still held."""
         raise NotImplementedError
 
+    def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
+        """Insert the unsaved ``job`` (its payload encoded) and fill in what the row got."""
+        job.save(using=connection.alias, force_insert=True)
+
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
     ) -> list[Job]:

@@ -88,6 +88,17 @@ RETURNING id
 """
 
 
+# One job, as the ORM's save() would insert it, for a fraction of its Python: compiling the
+# ORM's INSERT costs about as much as the statement's round trip and commit. A run_at of NULL
+# is now(), the database's clock.
+INSERT_JOB_SQL = f"""
+INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
+    max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors)
+VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
+    now(), '', '', '[]'::jsonb)
+RETURNING id, run_at, enqueued_at
+"""
+
 # Many jobs of one task and options in one statement: only the payloads differ, so they travel
 # as one JSON array (one json.dumps), and the other columns once. A None payload is stored as
 # SQL NULL, as the ORM stores it. The ORM's bulk_create would prepare every field of
@@ -192,6 +203,15 @@ class PostgreSQLQueries(DatabaseQueries):
             [[job.id for job in jobs], [job.lease_token for job in jobs]],
         )
         return {row[0] for row in rows}
+
+    def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
+        run_at = job.run_at if isinstance(job.run_at, datetime.datetime) else None
+        payload = None if job.payload is None else json.dumps(job.payload)
+        params = (job.task_name, job.queue, payload, job.priority, run_at, job.max_attempts)
+        _, rows = self.execute(connection, INSERT_JOB_SQL, params)
+        job.id, job.run_at, job.enqueued_at = rows[0]
+        job._state.adding = False
+        job._state.db = connection.alias
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
