@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from django.db import connection
 
 from django_outbox.db.postgresql import queries as postgresql
 from django_outbox.models import Job, JobStatus
+from django_outbox.runner import Outcome
 from django_outbox.worker import Worker
 from tests.conftest import run_worker
 from tests.testapp import tasks
@@ -39,6 +42,21 @@ def test_an_atomic_job_commits_synchronously():
     job = tasks.records_commit_mode.enqueue({})
     run_worker()
     assert Note.objects.get(job_id=job.pk).text == "on"
+
+
+def test_an_atomic_job_commits_with_its_writes_then_runs_its_on_commit_callbacks():
+    # On PostgreSQL the success mark and the COMMIT travel as one query, inside the atomic
+    # block: the block's own commit then finds nothing to do, and must still run callbacks.
+    first = tasks.notes_its_status_on_commit.enqueue({})
+    second = tasks.notes_its_status_on_commit.enqueue({})
+    stats = run_worker(concurrency=1)
+    assert stats.outcomes == Counter({Outcome.SUCCEEDED: 2})
+    for job in (first, second):
+        assert sorted(Note.objects.filter(job_id=job.pk).values_list("text", flat=True)) == [
+            "after commit: succeeded, in_transaction=False",
+            "written",
+        ]
+    assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
 
 
 def prepared_statements() -> list[str]:

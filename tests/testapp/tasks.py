@@ -226,3 +226,19 @@ def reads_then_writes(payload):
     seen = Note.objects.count()
     time.sleep(payload.get("sleep", 0.001))
     Note.objects.create(text=f"saw {seen}", job_id=current_job().id)
+
+
+@task
+def notes_its_status_on_commit(payload):
+    """An atomic handler whose on_commit callback records the job's status it then sees."""
+    job_id = current_job().id
+    Note.objects.create(text="written", job_id=job_id)
+
+    def after_commit():
+        from django_outbox.models import Job
+
+        status = Job.objects.get(pk=job_id).status
+        in_transaction = connection.in_atomic_block or not connection.get_autocommit()
+        Note.objects.create(text=f"after commit: {status}, {in_transaction=}", job_id=job_id)
+
+    transaction.on_commit(after_commit)
