@@ -8,6 +8,7 @@ Declare tasks with ``@task``; enqueue with ``my_task.enqueue(payload)`` or
 from __future__ import annotations
 
 from .context import ClaimedJob, current_job
+from .enqueued import EnqueuedJobs
 from .enqueuing import enqueue, enqueue_many
 from .exceptions import (
     EnqueueError,
@@ -26,6 +27,7 @@ __all__ = [
     "GIVE_UP",
     "ClaimedJob",
     "EnqueueError",
+    "EnqueuedJobs",
     "InvalidTaskError",
     "LeaseLostError",
     "OutboxError",

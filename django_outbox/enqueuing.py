@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from .checks import priority_error, queue_name_error
 from .conf import get_settings
+from .enqueued import EnqueuedJobs
 from .exceptions import EnqueueError
 from .registry import get_task
 from .serialization import brief, encode, text_error
@@ -178,11 +179,12 @@ def enqueue_many(
     run_at: datetime.datetime | None = None,
     priority: int | None = None,
     queue: str | None = None,
-) -> list[Job]:
+) -> EnqueuedJobs:
     """Write one job per payload, in one INSERT where the database allows, and return them.
 
     Like ``enqueue``, inside the caller's transaction. Every payload is checked before anything
     is written: one bad payload raises (naming its index) and no job of the batch exists.
+    The result is a sequence of the saved jobs; its ``ids`` come without building them.
     """
     if isinstance(payloads, str | bytes | bytearray | Mapping):
         unit = {str: "character", bytes: "byte", bytearray: "byte"}.get(type(payloads), "key")
@@ -207,11 +209,11 @@ def enqueue_many(
         except EnqueueError as error:
             raise type(error)(f"payloads[{index}]: {error}") from error
     if not encoded:
-        return []
+        return EnqueuedJobs([], jobs=[])
     from .db import queries_for  # Imports the model: see build_job.
 
     using = get_settings().database
     connection = connections[using]
-    jobs: list[Job] = queries_for(connection).insert_jobs(connection, template, encoded)
+    jobs = queries_for(connection).insert_jobs(connection, template, encoded)
     jobs_enqueued(using, [template.queue])
     return jobs

@@ -13,6 +13,7 @@ from .exceptions import InvalidTaskError
 from .retry import RetryPolicy, RetryStrategy
 
 if TYPE_CHECKING:
+    from .enqueued import EnqueuedJobs
     from .models import Job
 
 TASK_NAME_MAX_LENGTH = 255
@@ -143,8 +144,8 @@ class Task:
         run_at: datetime.datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
-    ) -> list[Job]:
-        """Write one job of this task per payload in one INSERT; see ``enqueue``."""
+    ) -> EnqueuedJobs:
+        """Write one job of this task per payload in one INSERT; see ``enqueue_many``."""
         from .enqueuing import enqueue_many
 
         return enqueue_many(

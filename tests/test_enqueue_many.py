@@ -50,6 +50,30 @@ def test_a_batch_is_one_insert_on_postgresql():
         )
 
 
+def test_the_result_is_a_sequence_of_the_saved_jobs_with_their_ids_at_hand():
+    jobs = tasks.noop.enqueue_many([{"n": n} for n in range(7)], delay=60)
+    assert isinstance(jobs, django_outbox.EnqueuedJobs)
+    assert len(jobs) == 7
+    assert jobs.ids == list(Job.objects.order_by("pk").values_list("pk", flat=True))
+    # Built on first access, once: the same objects every time.
+    assert jobs[0] is jobs[0]
+    assert [job.pk for job in jobs[2:4]] == jobs.ids[2:4]
+    assert jobs[-1].decoded_payload() == {"n": 6}
+    assert list(jobs) == list(Job.objects.order_by("pk"))
+    assert jobs == list(Job.objects.order_by("pk"))
+    fields = [field.attname for field in Job._meta.concrete_fields]
+    for job, row in zip(jobs, Job.objects.order_by("pk"), strict=True):
+        assert {name: getattr(job, name) for name in fields} == {
+            name: getattr(row, name) for name in fields
+        }
+        assert not job._state.adding
+    assert repr(jobs) == f"<EnqueuedJobs: 7 jobs, ids [{', '.join(map(str, jobs.ids[:5]))}, ...]>"
+    with pytest.raises(IndexError):
+        jobs[7]
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(jobs)
+
+
 def test_a_none_payload_is_stored_as_sql_null_like_enqueue():
     single = tasks.noop.enqueue(None)
     [batched] = tasks.noop.enqueue_many([None])

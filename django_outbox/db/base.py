@@ -12,6 +12,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 if TYPE_CHECKING:
     from ..context import ClaimedJob
+    from ..enqueued import EnqueuedJobs
     from ..models import Job
 
 #: What a statement gave: the number of rows it changed, and the rows it returned.
@@ -86,7 +87,7 @@ class DatabaseQueries:
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
-    ) -> list[Job]:
+    ) -> EnqueuedJobs:
         """Insert one job like ``template`` per (encoded) payload; return them, saved."""
         raise NotImplementedError
 

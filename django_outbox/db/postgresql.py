@@ -16,6 +16,7 @@ from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..context import ClaimedJob
+from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from ..outage import ErrorBackoff
 from .base import DatabaseQueries, Result
@@ -215,7 +216,7 @@ class PostgreSQLQueries(DatabaseQueries):
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
-    ) -> list[Job]:
+    ) -> EnqueuedJobs:
         # Unset (the database's default, now) unless enqueued with a delay or a run_at.
         run_at = template.run_at if isinstance(template.run_at, datetime.datetime) else None
         params: dict[str, Any] = {
@@ -230,17 +231,7 @@ class PostgreSQLQueries(DatabaseQueries):
         with connection.cursor() as cursor:
             cursor.execute(INSERT_JOBS_SQL, params)
             enqueued_at, ids = cursor.fetchone()
-        names = [field.attname for field in Job._meta.concrete_fields]
-        values = [getattr(template, name) for name in names]
-        positions = {name: position for position, name in enumerate(names)}
-        values[positions["run_at"]] = run_at or enqueued_at
-        values[positions["enqueued_at"]] = enqueued_at
-        jobs = []
-        for payload, job_id in zip(payloads, ids, strict=True):
-            values[positions["id"]] = job_id
-            values[positions["payload"]] = payload
-            jobs.append(Job.from_db(connection.alias, names, values))
-        return jobs
+        return EnqueuedJobs.from_rows(template, payloads, ids, enqueued_at, connection.alias)
 
     def write_transaction(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[None]:
         """A plain transaction: row locks (SELECT ... FOR UPDATE) do what SQLite's BEGIN does."""

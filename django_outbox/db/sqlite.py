@@ -18,6 +18,7 @@ from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..context import ClaimedJob
+from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from .base import DatabaseQueries, Result
 from .rows import CLAIM_COLUMNS, claimed_jobs
@@ -127,13 +128,13 @@ class SQLiteQueries(DatabaseQueries):
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
-    ) -> list[Job]:
+    ) -> EnqueuedJobs:
         jobs = []
         for payload in payloads:
             job = copy.copy(template)
             job.payload = payload
             jobs.append(job)
-        return Job.objects.using(connection.alias).bulk_create(jobs)
+        return EnqueuedJobs.from_jobs(Job.objects.using(connection.alias).bulk_create(jobs))
 
     def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
         """Switch the database to WAL, so readers don't block the writer (once per process)."""
