@@ -34,6 +34,17 @@ class DatabaseQueries:
 
     def execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement on ``connection``; return (rows changed, rows returned)."""
+        return self._checked(connection, sql, params, self._execute)
+
+    def _checked(
+        self,
+        connection: BaseDatabaseWrapper,
+        sql: str,
+        params: Any,
+        run: Callable[[BaseDatabaseWrapper, str, Any], Result],
+    ) -> Result:
+        """Call ``run(connection, sql, params)`` (an ``_execute``) with Django's checks, error
+        wrapping and query log."""
         # This runs once per job: each check is the cheapest form of Django's own.
         if connection.connection is None:
             connection.ensure_connection()
@@ -43,13 +54,13 @@ class DatabaseQueries:
             connection.validate_no_broken_transaction()
         if not connection.queries_logged or self.runs_on_django_cursor(connection):
             with connection.wrap_database_errors:
-                return self._execute(connection, sql, params)
+                return run(connection, sql, params)
         # DEBUG (or a test's CaptureQueriesContext), on the driver's own cursor: listed with
         # the ORM's statements, as Django's cursor would list it.
         started = time.monotonic()
         try:
             with connection.wrap_database_errors:
-                return self._execute(connection, sql, params)
+                return run(connection, sql, params)
         finally:
             connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
 
