@@ -143,8 +143,22 @@ def build_job(
     )
     when = _run_at(delay, run_at)
     if when is not None:
-        job.run_at = when
+        job.run_at = _on_the_database_clock(when)
     return job
+
+
+def _on_the_database_clock(when: datetime.datetime) -> datetime.datetime:
+    """Return ``when`` as the outbox database's clock reads it.
+
+    Without ``USE_TZ``, ``when`` is naive local time (``TIME_ZONE``). PostgreSQL reads it so (its
+    session time zone is ``TIME_ZONE``), but SQLite's clock, against which workers compare
+    ``run_at``, is UTC whatever ``TIME_ZONE`` says: stored as local time, a delay would end
+    hours early or late by the zone's offset.
+    """
+    if settings.USE_TZ or connections[get_settings().database].vendor != "sqlite":
+        return when
+    local = timezone.make_aware(when, timezone.get_default_timezone())
+    return timezone.make_naive(local, datetime.timezone.utc)
 
 
 def enqueue(

@@ -95,6 +95,20 @@ def test_the_returned_job_is_the_stored_row(payload):
     assert Job.objects.get(pk=job.pk).priority == 7
 
 
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Tokyo"])
+def test_without_time_zones_a_delay_holds_in_any_zone(settings, zone):
+    # SQLite's clock, which workers compare run_at with, is UTC whatever TIME_ZONE says.
+    settings.USE_TZ = False
+    settings.TIME_ZONE = zone
+    delayed = tasks.noop.enqueue(None, delay=datetime.timedelta(minutes=30))
+    now = tasks.noop.enqueue(None)
+    assert set(Job.objects.runnable().values_list("pk", flat=True)) == {now.pk}
+    stored = Job.objects.get(pk=delayed.pk)
+    wait = stored.run_at - stored.enqueued_at
+    assert abs(wait - datetime.timedelta(minutes=30)) < datetime.timedelta(seconds=5)
+    assert stored.run_at == delayed.run_at
+
+
 @pytest.mark.postgresql  # SQLite's clock (CURRENT_TIMESTAMP) is UTC whatever TIME_ZONE says.
 def test_without_time_zones_run_at_is_local_time(settings):
     settings.USE_TZ = False
