@@ -38,6 +38,20 @@ def test_claims_commit_asynchronously_but_handlers_synchronously(second_connecti
 
 
 @pytest.mark.postgresql
+@pytest.mark.parametrize(("prepare_threshold", "seqscan"), [(None, "on"), (5, "off")])
+def test_claiming_connections_turn_sequential_scans_off_only_when_they_prepare(
+    prepare_threshold, seqscan
+):
+    connection.ensure_connection()
+    connection.connection.prepare_threshold = prepare_threshold
+    try:
+        postgresql.claim(connection, "w", None, 1, 60)
+        assert show("enable_seqscan") == seqscan
+    finally:
+        connection.close()
+
+
+@pytest.mark.postgresql
 def test_an_atomic_job_commits_synchronously():
     job = tasks.records_commit_mode.enqueue({})
     run_worker()
