@@ -7,6 +7,8 @@ Declare tasks with ``@task``; enqueue with ``my_task.enqueue(payload)`` or
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .context import ClaimedJob, current_job
 from .enqueued import EnqueuedJobs
 from .enqueuing import enqueue, enqueue_many
@@ -23,12 +25,17 @@ from .exceptions import (
 from .retry import GIVE_UP, RetryPolicy
 from .tasks import Task, task
 
+if TYPE_CHECKING:
+    from .models import Job, JobStatus
+
 __all__ = [
     "GIVE_UP",
     "ClaimedJob",
     "EnqueueError",
     "EnqueuedJobs",
     "InvalidTaskError",
+    "Job",
+    "JobStatus",
     "LeaseLostError",
     "OutboxError",
     "PayloadDecodeError",
@@ -42,3 +49,16 @@ __all__ = [
     "enqueue_many",
     "task",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Job`` and ``JobStatus``, imported on first use.
+
+    The model needs Django's app registry, and Django imports this package to find the app
+    before the registry is ready (and a project's models.py may import ``task`` from it).
+    """
+    if name in ("Job", "JobStatus"):
+        from . import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
