@@ -45,7 +45,7 @@ postgres:
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy django_outbox
+	$(VENV)/bin/mypy django_outbox tests
 	DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
 
 test-sqlite: install

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -22,10 +23,11 @@ def bench(monkeypatch):
     # The bench's worker processes inherit the environment: point them at the test database.
     monkeypatch.setenv("OUTBOX_TEST_DATABASE_NAME", str(connection.settings_dict["NAME"]))
 
-    def run(*arguments: str) -> dict:
+    def run(*arguments: str) -> dict[str, Any]:
         out = io.StringIO()
         call_command("outbox_bench", "--json", *arguments, stdout=out, verbosity=0)
-        return json.loads(out.getvalue())
+        results: dict[str, Any] = json.loads(out.getvalue())
+        return results
 
     return run
 

@@ -68,7 +68,12 @@ def test_mark_many_succeeded_marks_a_batch_in_one_statement():
         (JobStatus.SUCCEEDED, None, None, 1)
     }
     assert not rows.filter(finished_at__isnull=True).exists()
-    assert all(row.finished_at >= row.started_at for row in rows)
+    assert all(
+        row.finished_at is not None
+        and row.started_at is not None
+        and row.finished_at >= row.started_at
+        for row in rows
+    )
 
 
 def test_mark_many_succeeded_with_no_jobs_sends_no_statement():

@@ -188,7 +188,7 @@ BAD_INPUT = [
     (lambda: django_outbox.enqueue("no.such.task", {}), UnknownTaskError, "No task is registered"),
     (lambda: tasks.noop.enqueue({"user": object()}), PayloadError, "cannot be stored as JSON"),
     (lambda: tasks.noop.enqueue({}, delay=-1), EnqueueError, "must not be negative"),
-    (lambda: tasks.noop.enqueue({}, delay="soon"), EnqueueError, "timedelta or a number"),
+    (lambda: tasks.noop.enqueue({}, delay="soon"), EnqueueError, "timedelta or a number"),  # type: ignore[arg-type]
     (
         lambda: tasks.noop.enqueue({}, delay=1, run_at=timezone.now()),
         EnqueueError,
@@ -199,12 +199,12 @@ BAD_INPUT = [
         EnqueueError,
         "no time zone",
     ),
-    (lambda: tasks.noop.enqueue({}, run_at="2030-01-01"), EnqueueError, "must be a datetime"),
-    (lambda: tasks.noop.enqueue({}, priority="high"), EnqueueError, "priority must be"),
+    (lambda: tasks.noop.enqueue({}, run_at="2030-01-01"), EnqueueError, "must be a datetime"),  # type: ignore[arg-type]
+    (lambda: tasks.noop.enqueue({}, priority="high"), EnqueueError, "priority must be"),  # type: ignore[arg-type]
     (lambda: tasks.noop.enqueue({}, priority=2**40), EnqueueError, "priority must be"),
     (lambda: tasks.noop.enqueue({}, queue=""), EnqueueError, "queue name"),
-    (lambda: tasks.noop.enqueue({}, colour="red"), TypeError, "colour"),
-    (lambda: django_outbox.enqueue(tasks.noop.func, {}), EnqueueError, "@django_outbox.task"),
+    (lambda: tasks.noop.enqueue({}, colour="red"), TypeError, "colour"),  # type: ignore[call-arg]
+    (lambda: django_outbox.enqueue(tasks.noop.func, {}), EnqueueError, "@django_outbox.task"),  # type: ignore[arg-type]
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any, cast
 
 import pytest
 from django.db import connection
@@ -141,12 +142,14 @@ def prepared(fragment: str) -> list[tuple[str, int]]:
             "SELECT name, generic_plans FROM pg_prepared_statements WHERE statement LIKE %s",
             [f"%{fragment}%"],
         )
-        return cursor.fetchall()
+        rows: list[tuple[str, int]] = cursor.fetchall()
+        return rows
 
 
 def hold(worker: Worker, held: int, completing: int) -> None:
     """Make ``worker`` hold ``held`` jobs, ``completing`` of them waiting for the completer."""
-    worker.held._jobs = {job_id: object() for job_id in range(held)}
+    # Stand-ins: only their number counts here.
+    worker.held._jobs = {job_id: cast(Any, object()) for job_id in range(held)}
     worker.held._completing = set(range(completing))
 
 

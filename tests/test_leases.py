@@ -41,6 +41,7 @@ def test_a_claim_sets_a_lease_in_database_time():
     assert row.lease_token == job.lease_token
     assert row.worker_id == "test-worker"
     assert row.attempts == job.attempt == 1
+    assert row.lease_expires_at is not None
     remaining = row.lease_expires_at - timezone.now()
     assert datetime.timedelta(seconds=25) < remaining < datetime.timedelta(seconds=35)
 
@@ -103,7 +104,8 @@ def test_heartbeats_extend_the_leases_of_running_jobs(held_handler):
     # Non-atomic: an atomic handler on SQLite holds the write lock, and the test reads only.
     job, _worker = held_handler(tasks.waits_for_test_non_atomic)
     first = Job.objects.get(pk=job.pk).lease_expires_at
-    wait_until(lambda: Job.objects.get(pk=job.pk).lease_expires_at > first)
+    assert first is not None
+    wait_until(lambda: (Job.objects.get(pk=job.pk).lease_expires_at or first) > first)
     tasks.handler_may_finish.set()
     wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)
     assert tasks.lease_lost_seen == [False]

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from django_outbox import PayloadDecodeError, PayloadError
+from django_outbox import EnqueuedJobs, PayloadDecodeError, PayloadError
 from django_outbox.models import Job
 from django_outbox.serialization import (
     MAX_DEPTH,
@@ -277,7 +277,7 @@ def test_enqueue_many_stores_every_payload_or_none_of_them(batch):
         try:
             jobs = tasks.noop.enqueue_many(batch)
         except PayloadError:
-            jobs = []
+            jobs = EnqueuedJobs([], jobs=[])
         after = Note.objects.create(text="after")
     assert Note.objects.filter(pk__in=[before.pk, after.pk]).count() == 2
     if jobs:

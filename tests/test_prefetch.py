@@ -58,7 +58,11 @@ def test_prefetched_jobs_are_held_under_lease_and_handed_back_unstarted_at_shutd
     ) == {job.pk for job in left}
     # Waiting for a thread, they are leased like running jobs: heartbeats extend them too.
     claimed_ahead = Job.objects.filter(pk__in=[job.pk for job in prefetched])
-    first_expiry = max(claimed_ahead.values_list("lease_expires_at", flat=True))
+    first_expiry = max(
+        expiry
+        for expiry in claimed_ahead.values_list("lease_expires_at", flat=True)
+        if expiry is not None
+    )
     wait_until(
         lambda: not claimed_ahead.filter(lease_expires_at__lte=first_expiry).exists(),
         what="heartbeats to extend the leases of the prefetched jobs",

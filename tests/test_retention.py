@@ -22,7 +22,7 @@ from .processes import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DAY = 86400.0
-RETENTION = {"SUCCEEDED": DAY, "FAILED": 7 * DAY}
+RETENTION: dict[str, float | None] = {"SUCCEEDED": DAY, "FAILED": 7 * DAY}
 
 
 def make_jobs(count: int, status: str, finished_ago: datetime.timedelta | None) -> set[int]:

@@ -130,7 +130,7 @@ def received(listener: Any) -> list[str]:
     """Return the payloads notified on the outbox channel so far, in order."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, '')", [MARKER_CHANNEL])
-    payloads = []
+    payloads: list[Any] = []
     for notification in listener.notifies(timeout=5):
         if notification.channel == MARKER_CHANNEL:
             return payloads

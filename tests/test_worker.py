@@ -25,6 +25,7 @@ def test_a_job_that_returns_succeeds_and_its_writes_commit():
     assert job.status == JobStatus.SUCCEEDED
     assert job.attempts == 1
     assert job.started_at is not None
+    assert job.finished_at is not None
     assert job.finished_at >= job.started_at
     assert job.worker_id
     assert job.lease_token is None
