@@ -101,6 +101,10 @@ class Figure:
 WRITE_KINDS = ("raw", "create", "enqueue")
 
 
+#: SQLite's clock, as Django's Now() reads it.
+_SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+
+
 def _raw_insert_sql(vendor: str) -> str:
     """The INSERT ``enqueue`` makes, as literal SQL for the driver (no ORM, no checks)."""
     placeholder, now = ("%s", "now()") if vendor == "postgresql" else ("?", _SQLITE_NOW)
@@ -112,9 +116,6 @@ def _raw_insert_sql(vendor: str) -> str:
             '', '', '[]')
         RETURNING id, run_at, enqueued_at
     """
-
-
-_SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 
 def write_one(kind: str) -> Callable[[int], None]:

@@ -145,16 +145,25 @@ class PostgreSQLQueries(DatabaseQueries):
         them. Otherwise (Django's default, for poolers such as PgBouncer in transaction mode)
         it goes through Django's cursor and is planned every time.
         """
-        driver_connection: Any = connection.connection
-        if getattr(driver_connection, "prepare_threshold", None) is None:
+        return self._run(connection, sql, params, prepare=True)
+
+    def _execute_unprepared(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        """Run one statement planned for this run alone, whatever the project allows."""
+        return self._run(connection, sql, params, prepare=False)
+
+    def _run(
+        self, connection: BaseDatabaseWrapper, sql: str, params: Any, *, prepare: bool
+    ) -> Result:
+        if self.runs_on_django_cursor(connection):
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 return cursor.rowcount, cursor.fetchall() if cursor.description else []
-        with _psycopg().Cursor(driver_connection) as raw_cursor:
-            raw_cursor.execute(sql, params, prepare=True)
+        with _psycopg().Cursor(connection.connection) as raw_cursor:
+            raw_cursor.execute(sql, params, prepare=prepare)
             return raw_cursor.rowcount, raw_cursor.fetchall() if raw_cursor.description else []
 
     def runs_on_django_cursor(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether the project keeps Django's default of no prepared statements."""
         return getattr(connection.connection, "prepare_threshold", None) is None
 
     def _set_up_for_bookkeeping(self, connection: BaseDatabaseWrapper) -> None:
@@ -179,7 +188,7 @@ class PostgreSQLQueries(DatabaseQueries):
         driver_connection = connection.connection
         if driver_connection not in _bookkeeping_connections:
             self.execute(connection, "SET synchronous_commit TO off", ())
-            if getattr(driver_connection, "prepare_threshold", None) is not None:
+            if not self.runs_on_django_cursor(connection):
                 # Only prepared statements keep a plan; unprepared ones are planned each run.
                 self.execute(connection, "SET enable_seqscan TO off", ())
             _bookkeeping_connections.add(driver_connection)
@@ -211,13 +220,6 @@ class PostgreSQLQueries(DatabaseQueries):
             connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token], self._execute_unprepared
         )
         return rowcount == 1
-
-    def _execute_unprepared(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
-        if getattr(connection.connection, "prepare_threshold", None) is None:
-            return self._execute(connection, sql, params)
-        with _psycopg().Cursor(connection.connection) as raw_cursor:
-            raw_cursor.execute(sql, params, prepare=False)
-            return raw_cursor.rowcount, raw_cursor.fetchall() if raw_cursor.description else []
 
     def mark_many_succeeded(
         self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
