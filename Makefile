@@ -5,8 +5,11 @@ SHELL := /bin/bash
 # Django 6.x needs Python >= 3.12; Django 5.2 LTS is tested on the oldest Python it supports here.
 PYTHON ?= $(shell .ci/find-python 3.12 3.13)
 PYTHON_LTS ?= $(shell .ci/find-python 3.10 3.11 3.12)
+# The wheel is tried on the newest Python and the first Django 6 release line.
+PYTHON_WHEEL ?= $(shell .ci/find-python 3.13 3.12)
 VENV := .venv
 VENV_LTS := .venv-django52
+VENV_WHEEL := .venv-wheel
 PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox
 SQLITE_URL ?= sqlite:///$(CURDIR)/.test-databases/outbox.sqlite3
 PYTEST_ARGS ?=
@@ -15,7 +18,8 @@ BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk
 
-.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts chaos demo bench clean
+.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts wheel chaos demo \
+	bench clean
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
@@ -45,7 +49,7 @@ postgres:
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy django_outbox tests
+	$(VENV)/bin/mypy django_outbox tests bench/outbox_bench
 	DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
 
 test-sqlite: install
@@ -60,7 +64,17 @@ test-lts: install-lts postgres
 	DATABASE_URL=$(SQLITE_URL) $(VENV_LTS)/bin/pytest $(PYTEST_ARGS)
 	DATABASE_URL=$(PG_URL)_lts $(VENV_LTS)/bin/pytest $(PYTEST_ARGS)
 
-test: lint test-sqlite test-postgresql test-lts
+# The package as users install it: the wheel built, installed into a new virtualenv with
+# Django 6.0 (the suite runs 6.x's newest), and the demo run against it.
+wheel: install
+	rm -rf dist $(VENV_WHEEL)
+	$(VENV)/bin/pip wheel --quiet --no-deps --wheel-dir dist .
+	$(PYTHON_WHEEL) -m venv $(VENV_WHEEL)
+	$(VENV_WHEEL)/bin/pip install --quiet dist/django_outbox_queue-*.whl "django>=6.0,<6.1" \
+	  "django-environ>=0.11"
+	.ci/check-wheel dist/django_outbox_queue-*.whl $(VENV_WHEEL)
+
+test: lint test-sqlite test-postgresql test-lts wheel
 
 # The fault-injection suite at full size (about 10 min); `make test` runs it at CI size.
 # Figures go to .chaos/report.jsonl, for docs/reliability.md.
@@ -77,8 +91,10 @@ demo: install
 	  && ../$(VENV)/bin/python manage.py migrate --verbosity 0 \
 	  && ../$(VENV)/bin/python manage.py demo
 
-# The example project with DEBUG off (DEBUG records every query), on database URL $(1).
-bench_manage = cd example_project && DEBUG=false DATABASE_URL=$(1) ../$(VENV)/bin/python manage.py
+# The example project with the bench app (bench/outbox_bench) and DEBUG off (DEBUG records
+# every query), on database URL $(1).
+bench_manage = cd example_project && DEBUG=false DATABASE_URL=$(1) PYTHONPATH=../bench \
+  DJANGO_SETTINGS_MODULE=outbox_bench.settings ../$(VENV)/bin/python manage.py
 
 bench: install postgres
 	psql "$(dir $(BENCH_PG_URL))postgres" -tAc "SELECT 1 FROM pg_database WHERE datname = '$(notdir $(BENCH_PG_URL))'" | grep -q 1 \
@@ -90,4 +106,4 @@ bench: install postgres
 	$(call bench_manage,$(BENCH_SQLITE_URL)) outbox_bench $(BENCH_SQLITE_ARGS) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_LTS) .test-databases .bench .chaos .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV_LTS) $(VENV_WHEEL) dist build .test-databases .bench .chaos .mypy_cache .ruff_cache *.egg-info

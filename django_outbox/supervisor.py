@@ -10,7 +10,6 @@ This module imports no models: a child imports it before ``django.setup()``.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import multiprocessing
 import os
@@ -45,8 +44,6 @@ class WorkerOptions:
     shutdown_timeout: float | None = None
     worker_id: str | None = None
     prefetch: int | None = None
-    # Modules that register tasks the project's apps don't import (the benchmark's).
-    imports: Sequence[str] = ()
     log_level: int | None = None
     # Log warnings and errors only, whatever the project's logging says (for the bench, where a
     # line per job would be most of what it measures).
@@ -104,8 +101,6 @@ def run_worker_process(options: WorkerOptions) -> None:
     import django
 
     django.setup()
-    for module in options.imports:
-        importlib.import_module(module)
     if options.log_level is not None:
         configure_console_logging(options.log_level)
     if options.quiet:

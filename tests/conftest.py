@@ -59,7 +59,7 @@ def worker_env(**extra: str) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="tests.settings",
         OUTBOX_TEST_DATABASE_NAME=str(connection.settings_dict["NAME"]),
-        PYTHONPATH=str(REPO),
+        PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench")]),
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)

@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django_outbox",
     "tests.testapp",
+    # bench/outbox_bench: the benchmark, whose command the suite checks runs (not how fast).
+    "outbox_bench",
 ]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connections, models
 
-from ..models import Job
+from django_outbox.models import Job
 
 APP_LABEL = "outbox_bench"
 

@@ -20,11 +20,12 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import Max, Min
 
-from ..conf import get_settings
-from ..enqueuing import enqueue_many
-from ..models import Job, JobQuerySet
-from ..supervisor import Supervisor, WorkerOptions
-from ..tasks import Task
+from django_outbox.conf import get_settings
+from django_outbox.enqueuing import enqueue_many
+from django_outbox.models import Job, JobQuerySet
+from django_outbox.supervisor import Supervisor, WorkerOptions
+from django_outbox.tasks import Task
+
 from . import tasks as bench_tasks
 from .tables import bare_row_model, created, effect_model
 from .tasks import QUEUE, START_PORT_VARIABLE
@@ -237,7 +238,6 @@ def running_workers(
         concurrency=concurrency,
         prefetch=prefetch,
         shutdown_timeout=10,
-        imports=[bench_tasks.__name__],
         quiet=True,
         environ=environ or {},
     )

@@ -1,5 +1,6 @@
-"""The benchmark's tasks. Imported only by ``outbox_bench`` and the workers it starts, so no
-other worker runs them."""
+"""The benchmark's tasks, in their own queue: registered wherever the bench app is installed
+(django-outbox imports every app's ``tasks`` module), and run only by the workers the bench
+starts for that queue."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import socket
 import time
 from typing import Any
 
-from ..conf import get_settings
-from ..context import current_job
-from ..tasks import task
+from django_outbox.conf import get_settings
+from django_outbox.context import current_job
+from django_outbox.tasks import task
+
 from .tables import effect_model
 
 QUEUE = "outbox-bench"
