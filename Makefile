@@ -50,7 +50,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy django_outbox tests bench/outbox_bench
-	DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
+	PYTHONPATH=bench DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
 
 test-sqlite: install
 	DATABASE_URL=$(SQLITE_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
