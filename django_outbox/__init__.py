@@ -10,15 +10,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .context import ClaimedJob, current_job
+from .control import Cancellation, cancel, resume
 from .enqueued import EnqueuedJobs
 from .enqueuing import enqueue, enqueue_many
 from .exceptions import (
     EnqueueError,
+    Halt,
     InvalidTaskError,
+    JobNotFound,
+    JobStateError,
     LeaseLostError,
     OutboxError,
     PayloadDecodeError,
     PayloadError,
+    Snooze,
     TaskNotRegisteredError,
     UnknownTaskError,
 )
@@ -30,23 +35,30 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GIVE_UP",
+    "Cancellation",
     "ClaimedJob",
     "EnqueueError",
     "EnqueuedJobs",
+    "Halt",
     "InvalidTaskError",
     "Job",
+    "JobNotFound",
+    "JobStateError",
     "JobStatus",
     "LeaseLostError",
     "OutboxError",
     "PayloadDecodeError",
     "PayloadError",
     "RetryPolicy",
+    "Snooze",
     "Task",
     "TaskNotRegisteredError",
     "UnknownTaskError",
+    "cancel",
     "current_job",
     "enqueue",
     "enqueue_many",
+    "resume",
     "task",
 ]
 

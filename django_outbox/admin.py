@@ -1,4 +1,4 @@
-"""The admin: jobs with their errors and tracebacks, and a retry action for failed ones.
+"""The admin: jobs with their errors and tracebacks; actions to retry, cancel and resume them.
 
 Its search is built to stay fast on a table of millions of jobs, some with megabytes of payload:
 see ``JobAdmin.get_search_results`` and ``docs/admin.md``.
@@ -21,11 +21,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator, format_lazy
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
 
 from .conf import get_settings
-from .models import Job
+from .control import cancel_jobs, resume_jobs
+from .models import Job, JobStatus
 from .transitions import retry_failed
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class JobAdmin(JobModelAdmin):
         "id",
         "task_name",
         "queue",
-        "status",
+        "status_display",
         "priority",
         "attempts_display",
         "run_at",
@@ -131,10 +132,22 @@ class JobAdmin(JobModelAdmin):
     date_hierarchy = "enqueued_at"
     list_per_page = 50
     show_full_result_count = False
-    actions = ("retry_selected",)
+    actions = ("retry_selected", "cancel_selected", "resume_selected")
     fieldsets = (
-        (None, {"fields": ("task_name", "queue", "status", "priority", "attempts_display")}),
-        (_("Payload"), {"fields": ("payload_display",)}),
+        (
+            None,
+            {
+                "fields": (
+                    "task_name",
+                    "queue",
+                    "status_display",
+                    "priority",
+                    "attempts_display",
+                    "halt_reason",
+                )
+            },
+        ),
+        (_("Payload"), {"fields": ("payload_display", "resume_data_display")}),
         (
             _("Timing"),
             {"fields": ("enqueued_at", "run_at", "started_at", "finished_at", "lease_expires_at")},
@@ -145,10 +158,12 @@ class JobAdmin(JobModelAdmin):
     readonly_fields = (
         "task_name",
         "queue",
-        "status",
+        "status_display",
         "priority",
         "attempts_display",
+        "halt_reason",
         "payload_display",
+        "resume_data_display",
         "enqueued_at",
         "run_at",
         "started_at",
@@ -241,6 +256,13 @@ class JobAdmin(JobModelAdmin):
             return HttpResponseRedirect(f"{request.path}?{params.urlencode()}")
         return response
 
+    @admin.display(description=_("status"), ordering="status")
+    def status_display(self, job: Job) -> str:
+        label = str(JobStatus(job.status).label) if job.status in JobStatus.values else job.status
+        if job.cancel_requested and job.status == JobStatus.RUNNING:
+            return f"{label} ({gettext('cancel requested')})"
+        return label
+
     @admin.display(description=_("attempts"))
     def attempts_display(self, job: Job) -> str:
         return f"{job.attempts} / {job.max_attempts}"
@@ -252,6 +274,13 @@ class JobAdmin(JobModelAdmin):
     @admin.display(description=_("payload"))
     def payload_display(self, job: Job) -> str:
         text = json.dumps(job.payload, indent=2, sort_keys=True, ensure_ascii=False)
+        return format_html("<pre>{}</pre>", text)
+
+    @admin.display(description=_("resumed with"))
+    def resume_data_display(self, job: Job) -> str:
+        if job.resume_data is None:
+            return "-"
+        text = json.dumps(job.resume_data, indent=2, sort_keys=True, ensure_ascii=False)
         return format_html("<pre>{}</pre>", text)
 
     @admin.display(description=_("traceback"))
@@ -278,7 +307,7 @@ class JobAdmin(JobModelAdmin):
             ),
         )
 
-    @admin.action(permissions=["change"], description=_("Retry selected failed jobs"))
+    @admin.action(permissions=["change"], description=_("Retry selected failed or cancelled jobs"))
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         selected = queryset.count()
         retried = retry_failed(queryset)
@@ -286,8 +315,8 @@ class JobAdmin(JobModelAdmin):
             self.message_user(
                 request,
                 ngettext(
-                    "%(count)d failed job is ready to run again.",
-                    "%(count)d failed jobs are ready to run again.",
+                    "%(count)d job is ready to run again.",
+                    "%(count)d jobs are ready to run again.",
                     retried,
                 )
                 % {"count": retried},
@@ -298,8 +327,80 @@ class JobAdmin(JobModelAdmin):
             self.message_user(
                 request,
                 ngettext(
-                    "%(count)d selected job was not retried: only failed jobs can be.",
-                    "%(count)d selected jobs were not retried: only failed jobs can be.",
+                    "%(count)d selected job was not retried: only failed or cancelled jobs can be.",
+                    "%(count)d selected jobs were not retried: only failed or cancelled jobs "
+                    "can be.",
+                    skipped,
+                )
+                % {"count": skipped},
+                messages.WARNING,
+            )
+
+    @admin.action(permissions=["change"], description=_("Cancel selected jobs"))
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        selected = queryset.count()
+        cancelled, requested = cancel_jobs(queryset)
+        if cancelled:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d job was cancelled: it will not run.",
+                    "%(count)d jobs were cancelled: they will not run.",
+                    cancelled,
+                )
+                % {"count": cancelled},
+                messages.SUCCESS,
+            )
+        if requested:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d running job was asked to stop; it ends as cancelled when its "
+                    "worker sees the request (at its next heartbeat).",
+                    "%(count)d running jobs were asked to stop; they end as cancelled when "
+                    "their workers see the request (at their next heartbeat).",
+                    requested,
+                )
+                % {"count": requested},
+                messages.SUCCESS,
+            )
+        skipped = selected - cancelled - requested
+        if skipped:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d selected job was not cancelled: it had finished, or was "
+                    "already asked to stop.",
+                    "%(count)d selected jobs were not cancelled: they had finished, or were "
+                    "already asked to stop.",
+                    skipped,
+                )
+                % {"count": skipped},
+                messages.WARNING,
+            )
+
+    @admin.action(permissions=["change"], description=_("Resume selected halted jobs"))
+    def resume_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        selected = queryset.count()
+        resumed = resume_jobs(queryset)
+        if resumed:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d halted job is ready to run again (resumed without data).",
+                    "%(count)d halted jobs are ready to run again (resumed without data).",
+                    resumed,
+                )
+                % {"count": resumed},
+                messages.SUCCESS,
+            )
+        skipped = selected - resumed
+        if skipped:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d selected job was not resumed: only halted jobs can be.",
+                    "%(count)d selected jobs were not resumed: only halted jobs can be.",
                     skipped,
                 )
                 % {"count": skipped},

@@ -40,7 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "PREFETCH": 0,
     # How long finished jobs are kept, in seconds (None: forever). Workers delete older ones in
     # small batches; the claim never reads them either way (partial indexes).
-    "RETENTION": {"SUCCEEDED": 86400.0, "FAILED": 7 * 86400.0},
+    "RETENTION": {"SUCCEEDED": 86400.0, "FAILED": 7 * 86400.0, "CANCELLED": 7 * 86400.0},
     # Per-queue overrides: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0}}.
     "QUEUES": {},
 }

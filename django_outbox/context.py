@@ -31,7 +31,11 @@ class ClaimedJob:
     lease_token: uuid.UUID
     worker_id: str
     payload: Any = None
+    # What resume() passed (text as the claim returned it; ``resume_data`` once decoded).
+    stored_resume_data: Any = None
+    resume_data: Any = None
     _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
+    _cancel_requested: threading.Event = field(default_factory=threading.Event, repr=False)
     # Set by the runner once the handler returned or raised: the outcome is being recorded, and
     # the runner itself notices a lost lease from then on.
     handler_done: bool = field(default=False, repr=False)
@@ -41,6 +45,8 @@ class ClaimedJob:
         from .serialization import decode_stored
 
         self.payload = decode_stored(self.stored_payload)
+        if self.stored_resume_data is not None:
+            self.resume_data = decode_stored(self.stored_resume_data)
         return self.payload
 
     @property
@@ -50,6 +56,19 @@ class ClaimedJob:
 
     def mark_lease_lost(self) -> None:
         self._lease_lost.set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether ``cancel()`` asked this job to stop: a long handler should return soon.
+
+        The worker learns of it at its next heartbeat and stops extending the lease; the
+        attempt ends as cancelled however the handler ends (with ``atomic=True`` its writes
+        roll back).
+        """
+        return self._cancel_requested.is_set()
+
+    def mark_cancel_requested(self) -> None:
+        self._cancel_requested.set()
 
 
 def current_job() -> ClaimedJob:

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
+
 from django.core.exceptions import ImproperlyConfigured
 
 
 class OutboxError(Exception):
     """Base class of every django-outbox error."""
+
+
+class JobNotFound(OutboxError, LookupError):
+    """No job has the given id (it never existed, or was pruned or deleted)."""
+
+
+class JobStateError(OutboxError, ValueError):
+    """The job is not in a status the operation applies to (resuming a job that isn't halted)."""
 
 
 class EnqueueError(OutboxError, ValueError):
@@ -39,3 +49,34 @@ class TaskNotRegisteredError(OutboxError):
 
 class BrokenTransactionError(OutboxError):
     """A handler left its job's transaction unable to commit: it caught a database error."""
+
+
+class JobControl(Exception):
+    """Raised by a handler to end its run other than by succeeding or failing."""
+
+
+class Snooze(JobControl):
+    """Run this job again in ``seconds`` (or a timedelta), without using up an attempt.
+
+    ``raise Snooze(60)``: the job goes back to ready, due in a minute. With ``atomic=True`` the
+    handler's writes roll back, as with any exception.
+    """
+
+    def __init__(self, seconds: float | datetime.timedelta) -> None:
+        if isinstance(seconds, datetime.timedelta):
+            seconds = seconds.total_seconds()
+        self.seconds = seconds
+        super().__init__(seconds)
+
+
+class Halt(JobControl):
+    """Stop this job until ``django_outbox.resume(job_id, data)`` (a human's approval, say).
+
+    The job is ``halted``: no worker runs it, and no attempt is used up. ``reason`` is shown in
+    the admin. On its next run the handler reads the data it was resumed with from
+    ``current_job().resume_data``. With ``atomic=True`` the handler's writes roll back.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(reason)

@@ -94,15 +94,18 @@ class Maintenance:
         held = self.held.all()
         if not held:
             return
-        lost = retry_while_locked(
+        heartbeat = retry_while_locked(
             partial(extend_leases, held, self.lease_seconds, self.using),
             give_up_after=self.heartbeat_seconds,
             stopping=self.done.is_set,
         )
         for job in held:
-            if job.id in lost and not job.handler_done:
+            if job.id in heartbeat.lost and not job.handler_done:
                 logger.warning("lease lost job=%s task=%s", job.id, job.task_name)
                 job.mark_lease_lost()
+            elif job.id in heartbeat.cancel_requested and not job.cancel_requested:
+                logger.warning("cancel requested job=%s task=%s", job.id, job.task_name)
+                job.mark_cancel_requested()
 
     def rescue(self) -> None:
         """Take back the expired leases of jobs this worker does not hold."""

@@ -11,7 +11,11 @@ from django.utils.translation import gettext_lazy as _
 
 
 class JobStatus(models.TextChoices):
-    """Where a job is in its life: ready -> running -> succeeded, or via retrying to failed."""
+    """Where a job is in its life: ready -> running -> succeeded, or via retrying to failed.
+
+    A handler may also snooze (back to ready, later) or halt its job (halted until
+    ``resume()``); ``cancel()`` ends a job that has not finished as cancelled.
+    """
 
     # Waiting for its run_at; a worker may claim it then.
     READY = "ready", _("Ready")
@@ -23,12 +27,18 @@ class JobStatus(models.TextChoices):
     SUCCEEDED = "succeeded", _("Succeeded")
     # Attempts used up, or the task gave up. Kept for inspection and the admin's retry.
     FAILED = "failed", _("Failed")
+    # The handler raised Halt: waiting for an outside event, until resume() makes it ready.
+    HALTED = "halted", _("Halted")
+    # Cancelled by cancel() or the admin: it never runs (again) unless retried by hand.
+    CANCELLED = "cancelled", _("Cancelled")
 
 
 #: The statuses a worker may claim (when run_at has come). The claim indexes' condition.
 CLAIMABLE = (JobStatus.READY, JobStatus.RETRYING)
 #: Statuses after which a job never runs again unless retried by hand.
-FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+#: Statuses ``cancel()`` ends at once (a running job is asked to stop instead).
+CANCELLABLE = (JobStatus.READY, JobStatus.RETRYING, JobStatus.HALTED)
 
 
 class PayloadField(models.JSONField):
@@ -77,6 +87,12 @@ class JobQuerySet(models.QuerySet["Job"]):
     def failed(self) -> JobQuerySet:
         return self.filter(status=JobStatus.FAILED)
 
+    def halted(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.HALTED)
+
+    def cancelled(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.CANCELLED)
+
 
 class Job(models.Model):
     id = models.BigAutoField(primary_key=True)
@@ -104,6 +120,13 @@ class Job(models.Model):
     last_traceback = models.TextField(_("last traceback"), blank=True)
     # The newest attempts' errors: [{"attempt", "at", "worker", "error", "traceback"}, ...].
     errors = models.JSONField(_("errors"), default=list, blank=True)
+    # Set by cancel() while the job runs: the handler may stop early (current_job()), and the
+    # attempt ends as cancelled. Database defaults: the hot INSERTs leave these columns out.
+    cancel_requested = models.BooleanField(_("cancel requested"), db_default=False)
+    # Why the handler halted the job (Halt's reason), while it waits to be resumed.
+    halt_reason = models.TextField(_("halt reason"), blank=True, db_default="")
+    # What resume() passed, encoded as payloads are: the handler's next run reads it.
+    resume_data = PayloadField(_("resume data"), null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 

@@ -104,3 +104,17 @@ def decision_delay(decision: RetryDecision, where: str) -> float | Literal["give
     from .checks import RETRY_DELAY_MAX
 
     return min(seconds, RETRY_DELAY_MAX)
+
+
+def snooze_error(seconds: object) -> str | None:
+    """Return why ``Snooze(seconds)`` cannot be honoured, or None if it can."""
+    from .enqueuing import MAX_DELAY
+
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return f"seconds must be a number or a timedelta, not {type(seconds).__name__}."
+    # An int may be too large for a float: compare it as it is.
+    if (isinstance(seconds, float) and not math.isfinite(seconds)) or seconds < 0:
+        return "seconds must be a finite number >= 0."
+    if seconds > MAX_DELAY.total_seconds():
+        return f"a job may be snoozed for at most {MAX_DELAY.days} days."
+    return None

@@ -13,12 +13,25 @@ from django.db import connections, transaction
 from . import signals
 from .context import ClaimedJob, reset_current_job, set_current_job
 from .db import queries_for, retry_while_locked
-from .exceptions import BrokenTransactionError, LeaseLostError, TaskNotRegisteredError
+from .exceptions import (
+    BrokenTransactionError,
+    Halt,
+    LeaseLostError,
+    Snooze,
+    TaskNotRegisteredError,
+)
 from .models import JobStatus
 from .registry import get_task, registered_names
-from .retry import RetryPolicy, decision_delay
+from .retry import RetryPolicy, decision_delay, snooze_error
 from .tasks import Task
-from .transitions import Failure, mark_succeeded, record_failure
+from .transitions import (
+    Failure,
+    mark_succeeded,
+    record_cancelled,
+    record_failure,
+    record_halt,
+    record_snooze,
+)
 
 logger = logging.getLogger("django_outbox.worker")
 
@@ -41,6 +54,16 @@ class Outcome(enum.Enum):
     FAILED = "failed"
     # Another worker owns the job now; this attempt changed nothing.
     LEASE_LOST = "lease_lost"
+    # The handler raised Snooze: ready again later, the run not counted as an attempt.
+    SNOOZED = "snoozed"
+    # The handler raised Halt: waiting for resume().
+    HALTED = "halted"
+    # cancel() was called while the job was claimed.
+    CANCELLED = "cancelled"
+
+
+class CancelRequested(Exception):
+    """Raised after an atomic job's handler returned, to roll its writes back: cancel() won."""
 
 
 class UndecodablePayload(Exception):
@@ -119,6 +142,10 @@ def run_job(
         )
         return _fail(job, None, error, "", using, history_limit, fallback)
 
+    if job.cancel_requested:
+        # Cancelled while it waited in this worker (prefetched): it never starts.
+        return _cancel(job, task, using)
+
     try:
         job.decode_payload()
     except Exception as exc:
@@ -148,6 +175,8 @@ def run_job(
                 task.func(job.payload)
             finally:
                 job.handler_done = True
+            if job.cancel_requested:
+                raise CancelRequested
             if complete_later is not None:
                 complete_later(job)
                 return None
@@ -157,6 +186,13 @@ def run_job(
         logger.warning("lease lost job=%s task=%s: %s", job.id, job.task_name, lost)
         return Outcome.LEASE_LOST
     except BaseException as exc:
+        # However the handler ended, a cancel request seen meanwhile decides the outcome.
+        if job.cancel_requested:
+            return _cancel(job, task, using)
+        if isinstance(exc, Snooze):
+            return _snooze(job, task, exc, using, history_limit, fallback)
+        if isinstance(exc, Halt):
+            return _halt(job, task, exc, using)
         return _fail(job, task, exc, traceback.format_exc(), using, history_limit, fallback)
     finally:
         reset_current_job(context)
@@ -175,6 +211,8 @@ def _run_atomic(task: Task, job: ClaimedJob, using: str) -> None:
             job.handler_done = True
         if queries_for(connection).transaction_broken(connection):
             raise BrokenTransactionError(BROKEN_TRANSACTION)
+        if job.cancel_requested:
+            raise CancelRequested
         # If the lease was lost meanwhile, raising rolls back the handler's writes too.
         if not mark_succeeded(job, using):
             raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")
@@ -235,4 +273,48 @@ def _fail(
             error,
         )
         signals.send(signals.job_failed, task, job=job, error=error)
+    return outcome
+
+
+def _ended(job: ClaimedJob, recorded: bool, outcome: Outcome, what: str) -> Outcome:
+    if recorded:
+        return outcome
+    logger.warning("lease lost job=%s task=%s; %s not recorded", job.id, job.task_name, what)
+    return Outcome.LEASE_LOST
+
+
+def _snooze(
+    job: ClaimedJob,
+    task: Task,
+    snooze: Snooze,
+    using: str,
+    history_limit: int,
+    fallback: RetryPolicy,
+) -> Outcome:
+    if problem := snooze_error(snooze.seconds):
+        error = ValueError(f"{task.name} raised Snooze({snooze.seconds!r}): {problem}")
+        trace = "".join(traceback.format_exception(snooze))
+        return _fail(job, task, error, trace, using, history_limit, fallback)
+    seconds = float(snooze.seconds)
+    outcome = _ended(job, record_snooze(job, seconds, using), Outcome.SNOOZED, "snooze")
+    if outcome is Outcome.SNOOZED:
+        logger.info("job snoozed job=%s task=%s seconds=%s", job.id, job.task_name, f"{seconds:g}")
+        signals.send(signals.job_snoozed, task, job=job, seconds=seconds)
+    return outcome
+
+
+def _halt(job: ClaimedJob, task: Task, halt: Halt, using: str) -> Outcome:
+    reason = halt.reason if isinstance(halt.reason, str) else repr(halt.reason)
+    outcome = _ended(job, record_halt(job, reason, using), Outcome.HALTED, "halt")
+    if outcome is Outcome.HALTED:
+        logger.info("job halted job=%s task=%s reason=%s", job.id, job.task_name, reason)
+        signals.send(signals.job_halted, task, job=job, reason=reason)
+    return outcome
+
+
+def _cancel(job: ClaimedJob, task: Task | None, using: str) -> Outcome:
+    outcome = _ended(job, record_cancelled(job, using), Outcome.CANCELLED, "cancellation")
+    if outcome is Outcome.CANCELLED:
+        logger.warning("job cancelled job=%s task=%s", job.id, job.task_name)
+        signals.send(signals.job_cancelled, task, job=job)
     return outcome

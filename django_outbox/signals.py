@@ -18,6 +18,13 @@ job_started = Signal()
 job_succeeded = Signal()
 job_retrying = Signal()
 job_failed = Signal()
+#: The handler raised Snooze; ``seconds`` until the job is due again.
+job_snoozed = Signal()
+#: The handler raised Halt; ``reason`` is its text.
+job_halted = Signal()
+#: The job ended as cancelled in a worker (cancel() was called while it was claimed). A job
+#: cancelled before any worker claimed it sends nothing: no worker saw it.
+job_cancelled = Signal()
 
 
 def send(signal: Signal, sender: Any, **kwargs: Any) -> None:

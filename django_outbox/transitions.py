@@ -142,6 +142,50 @@ def record_failure(
     return status
 
 
+#: Longest halt reason kept.
+HALT_REASON_LIMIT = 2_000
+
+
+def _end_attempt(job: ClaimedJob, using: str, **changes: Any) -> bool:
+    """Write ``changes`` and clear the lease of ``job``'s attempt; False if the lease was lost."""
+    return bool(
+        Job.objects.using(using)
+        .filter(_any_held([job]))
+        .update(lease_token=None, lease_expires_at=None, **changes)
+    )
+
+
+def record_snooze(job: ClaimedJob, seconds: float, using: str) -> bool:
+    """Make ``job`` ready again in ``seconds``, this run not counted as an attempt."""
+    return _end_attempt(
+        job,
+        using,
+        status=JobStatus.READY,
+        attempts=F("attempts") - 1,
+        run_at=database_time_in(seconds),
+    )
+
+
+def record_halt(job: ClaimedJob, reason: str, using: str) -> bool:
+    """Halt ``job`` until resumed, this run not counted as an attempt."""
+    if len(reason) > HALT_REASON_LIMIT:
+        reason = reason[:HALT_REASON_LIMIT] + "..."
+    return _end_attempt(
+        job,
+        using,
+        status=JobStatus.HALTED,
+        attempts=F("attempts") - 1,
+        halt_reason=storable(reason),
+        # Whatever an earlier resume passed has been read: the next resume passes its own.
+        resume_data=None,
+    )
+
+
+def record_cancelled(job: ClaimedJob, using: str) -> bool:
+    """End ``job``'s attempt as cancelled (cancel() was called while it was claimed)."""
+    return _end_attempt(job, using, status=JobStatus.CANCELLED, finished_at=Now())
+
+
 def release(jobs: Sequence[ClaimedJob], using: str) -> int:
     """Hand claimed jobs that never started back as ready, as if never claimed."""
     if not jobs:
@@ -160,26 +204,56 @@ def release(jobs: Sequence[ClaimedJob], using: str) -> int:
     )
 
 
-def extend_leases(jobs: Sequence[ClaimedJob], lease_seconds: float, using: str) -> set[int]:
-    """Extend the leases of ``jobs``; return the ids of those whose lease was lost."""
+@dataclass(frozen=True)
+class Heartbeat:
+    """What extending a worker's leases found out about its jobs."""
+
+    # Taken over by another worker (the lease expired), or gone.
+    lost: frozenset[int] = frozenset()
+    # Asked to stop by cancel(): their leases are no longer extended.
+    cancel_requested: frozenset[int] = frozenset()
+
+
+def extend_leases(jobs: Sequence[ClaimedJob], lease_seconds: float, using: str) -> Heartbeat:
+    """Extend the leases of ``jobs``, except those cancel() asked to stop; say which were lost
+    and which are to stop."""
     if not jobs:
-        return set()
+        return Heartbeat()
     held = Job.objects.using(using).filter(_any_held(jobs))
-    extended = held.update(lease_expires_at=database_time_in(lease_seconds))
+    extended = held.filter(cancel_requested=False).update(
+        lease_expires_at=database_time_in(lease_seconds)
+    )
     if extended == len(jobs):
-        return set()
-    return {job.id for job in jobs} - set(held.values_list("pk", flat=True))
+        return Heartbeat()
+    still_held = dict(held.values_list("pk", "cancel_requested"))
+    return Heartbeat(
+        lost=frozenset({job.id for job in jobs} - still_held.keys()),
+        cancel_requested=frozenset(pk for pk, requested in still_held.items() if requested),
+    )
+
+
+#: The statuses ``retry_failed`` makes ready again.
+RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 def retry_failed(jobs: models.QuerySet[Job]) -> int:
-    """Make failed jobs ready to run now, with one more attempt each. Return how many."""
-    return jobs.filter(status=JobStatus.FAILED).update(
+    """Make failed or cancelled jobs ready to run now, with one more attempt each. Return how
+    many."""
+    from .wakeups import jobs_made_ready
+
+    retryable = jobs.filter(status__in=RETRYABLE)
+    queues = list(retryable.order_by().values_list("queue", flat=True).distinct())
+    retried = retryable.update(
         status=JobStatus.READY,
         run_at=Now(),
         finished_at=None,
+        cancel_requested=False,
         # One more attempt than made so far keeps the attempt history true.
         max_attempts=models.functions.Greatest(F("max_attempts"), F("attempts") + 1),
     )
+    if retried:
+        jobs_made_ready(jobs.db, queues)
+    return retried
 
 
 def rescue_expired_leases(
@@ -208,10 +282,27 @@ def rescue_expired_leases(
     with write_transaction(using):
         expired = list(
             expired_jobs.select_for_update(skip_locked=True).values_list(
-                "id", "lease_token", "attempts", "max_attempts", "queue", "worker_id"
+                "id",
+                "lease_token",
+                "attempts",
+                "max_attempts",
+                "queue",
+                "worker_id",
+                "cancel_requested",
             )[:batch_size]
         )
-        for job_id, token, attempts, max_attempts, queue, worker_id in expired:
+        for job_id, token, attempts, max_attempts, queue, worker_id, cancelling in expired:
+            if cancelling:
+                # Its worker stopped extending the lease because of the cancel request.
+                Job.objects.using(using).filter(
+                    pk=job_id, lease_token=token, status=JobStatus.RUNNING
+                ).update(
+                    status=JobStatus.CANCELLED,
+                    finished_at=Now(),
+                    lease_token=None,
+                    lease_expires_at=None,
+                )
+                continue
             policy = RetryPolicy.from_setting(outbox_settings.queue_options(queue).retry)
             error = (
                 f"Lease expired: worker {worker_id} stopped renewing it during attempt "
@@ -233,7 +324,11 @@ def rescue_expired_leases(
 
 
 #: Finished statuses and the RETENTION key that says how long each is kept.
-RETAINED = ((JobStatus.SUCCEEDED, "SUCCEEDED"), (JobStatus.FAILED, "FAILED"))
+RETAINED = (
+    (JobStatus.SUCCEEDED, "SUCCEEDED"),
+    (JobStatus.FAILED, "FAILED"),
+    (JobStatus.CANCELLED, "CANCELLED"),
+)
 
 
 def prune_finished(using: str, retention: dict[str, float | None], batch_size: int = 500) -> int:

@@ -48,3 +48,16 @@ def jobs_enqueued(using: str, queues: Iterable[str]) -> None:
         transaction.on_commit(partial(_wake, queues), using=using)
     else:
         _wake(queues)
+
+
+def jobs_made_ready(using: str, queues: Iterable[str]) -> None:
+    """Wake workers of ``queues`` in every process, once the caller's transaction commits, for
+    jobs made ready by an update (resumed, retried) that no enqueue trigger announces."""
+    from .db import queries_for  # Imports the model.
+
+    queues = sorted(set(queues))
+    if not queues:
+        return
+    connection = connections[using]
+    queries_for(connection).announce(connection, queues)
+    jobs_enqueued(using, queues)

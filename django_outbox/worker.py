@@ -47,6 +47,9 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
+ALWAYS_SHOWN = (Outcome.SUCCEEDED, Outcome.RETRYING, Outcome.FAILED, Outcome.LEASE_LOST)
+
+
 @dataclass
 class WorkerStats:
     """What a worker did, by outcome."""
@@ -55,8 +58,12 @@ class WorkerStats:
     outcomes: Counter[Outcome] = field(default_factory=Counter)
 
     def __str__(self) -> str:
+        # The common four always; snoozes, halts and cancellations when there were any.
+        shown = [
+            outcome for outcome in Outcome if self.outcomes[outcome] or outcome in ALWAYS_SHOWN
+        ]
         parts = ", ".join(
-            f"{self.outcomes[outcome]} {outcome.value.replace('_', ' ')}" for outcome in Outcome
+            f"{self.outcomes[outcome]} {outcome.value.replace('_', ' ')}" for outcome in shown
         )
         return f"{self.claimed} claimed: {parts}"
 

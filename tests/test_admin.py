@@ -171,7 +171,7 @@ class TestRetryAction:
         # Attempts remained: the limit stays as it was.
         assert (gave_up.attempts, gave_up.max_attempts) == (1, 5)
         assert sent_messages(response) == [
-            (message_levels.SUCCESS, "2 failed jobs are ready to run again.")
+            (message_levels.SUCCESS, "2 jobs are ready to run again.")
         ]
 
     def test_leaves_jobs_that_are_not_failed_alone_and_says_how_many(self, admin_client):
@@ -190,10 +190,10 @@ class TestRetryAction:
                 job.finished_at,
             )
         assert sent_messages(response) == [
-            (message_levels.SUCCESS, "1 failed job is ready to run again."),
+            (message_levels.SUCCESS, "1 job is ready to run again."),
             (
                 message_levels.WARNING,
-                "2 selected jobs were not retried: only failed jobs can be.",
+                "2 selected jobs were not retried: only failed or cancelled jobs can be.",
             ),
         ]
 
@@ -202,7 +202,10 @@ class TestRetryAction:
         response = post_retry(admin_client, [succeeded])
         assert Job.objects.get(pk=succeeded.pk).status == JobStatus.SUCCEEDED
         assert sent_messages(response) == [
-            (message_levels.WARNING, "1 selected job was not retried: only failed jobs can be.")
+            (
+                message_levels.WARNING,
+                "1 selected job was not retried: only failed or cancelled jobs can be.",
+            )
         ]
 
 
@@ -441,3 +444,90 @@ def statement_timeout():
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         return cursor.fetchone()[0]
+
+
+def post_action(client, action, jobs):
+    return client.post(
+        reverse(CHANGELIST),
+        {"action": action, "_selected_action": [job.pk for job in jobs], "index": 0},
+        follow=True,
+    )
+
+
+def make_halted(job, reason="waiting for <b>approval</b>"):
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.HALTED, halt_reason=reason)
+    job.refresh_from_db()
+    return job
+
+
+@pytest.mark.django_db
+class TestCancelAction:
+    def test_cancels_pending_jobs_asks_running_ones_to_stop_and_leaves_finished_ones(
+        self, admin_client
+    ):
+        ready = tasks.noop.enqueue()
+        halted = make_halted(tasks.noop.enqueue())
+        running = make_running(tasks.noop.enqueue())
+        succeeded = make_succeeded(tasks.noop.enqueue())
+        response = post_action(admin_client, "cancel_selected", [ready, halted, running, succeeded])
+        statuses = dict(Job.objects.values_list("pk", "status"))
+        assert statuses == {
+            ready.pk: JobStatus.CANCELLED,
+            halted.pk: JobStatus.CANCELLED,
+            running.pk: JobStatus.RUNNING,
+            succeeded.pk: JobStatus.SUCCEEDED,
+        }
+        assert Job.objects.get(pk=running.pk).cancel_requested
+        assert sent_messages(response) == [
+            (message_levels.SUCCESS, "2 jobs were cancelled: they will not run."),
+            (
+                message_levels.SUCCESS,
+                "1 running job was asked to stop; it ends as cancelled when its worker sees "
+                "the request (at its next heartbeat).",
+            ),
+            (
+                message_levels.WARNING,
+                "1 selected job was not cancelled: it had finished, or was already asked to stop.",
+            ),
+        ]
+        # The list says which running job was asked to stop.
+        page = admin_client.get(reverse(CHANGELIST))
+        assert "Running (cancel requested)" in page.text
+
+    def test_needs_the_change_permission(self, client):
+        client.force_login(staff_with("view_job"))
+        ready = tasks.noop.enqueue()
+        assert "cancel_selected" not in client.get(reverse(CHANGELIST)).text
+        post_action(client, "cancel_selected", [ready])
+        assert Job.objects.get(pk=ready.pk).status == JobStatus.READY
+
+
+@pytest.mark.django_db
+class TestResumeAction:
+    def test_resumes_halted_jobs_only(self, admin_client):
+        halted = make_halted(tasks.noop.enqueue())
+        ready = tasks.noop.enqueue()
+        response = post_action(admin_client, "resume_selected", [halted, ready])
+        after = Job.objects.get(pk=halted.pk)
+        assert (after.status, after.halt_reason, after.resume_data) == (JobStatus.READY, "", None)
+        assert sent_messages(response) == [
+            (
+                message_levels.SUCCESS,
+                "1 halted job is ready to run again (resumed without data).",
+            ),
+            (message_levels.WARNING, "1 selected job was not resumed: only halted jobs can be."),
+        ]
+
+    def test_needs_the_change_permission(self, client):
+        client.force_login(staff_with("view_job"))
+        halted = make_halted(tasks.noop.enqueue())
+        post_action(client, "resume_selected", [halted])
+        assert Job.objects.get(pk=halted.pk).status == JobStatus.HALTED
+
+    def test_the_detail_page_shows_the_halt_reason_and_resume_data_escaped(self, admin_client):
+        halted = make_halted(tasks.noop.enqueue())
+        Job.objects.filter(pk=halted.pk).update(resume_data={"note": "<script>x</script>"})
+        page = admin_client.get(reverse("admin:django_outbox_job_change", args=[halted.pk]))
+        assert "waiting for &lt;b&gt;approval&lt;/b&gt;" in page.text
+        assert "&lt;script&gt;x&lt;/script&gt;" in page.text
+        assert "<script>x</script>" not in page.text

@@ -362,6 +362,7 @@ def test_a_partial_retention_setting_keeps_the_other_default():
         assert get_settings().retention == {
             "SUCCEEDED": None,
             "FAILED": DEFAULTS["RETENTION"]["FAILED"],
+            "CANCELLED": DEFAULTS["RETENTION"]["CANCELLED"],
         }
     with override_settings(OUTBOX={"PREFETCH": 7, "PROCESSES": 3}):
         assert (get_settings().prefetch, get_settings().processes) == (7, 3)

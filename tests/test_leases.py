@@ -65,7 +65,7 @@ def test_writes_with_a_stale_token_change_nothing():
         )
         is None
     )
-    assert extend_leases([job], 30, "default") == {job.id}
+    assert extend_leases([job], 30, "default").lost == {job.id}
     assert release([job], "default") == 0
     row = Job.objects.get(pk=job.id)
     assert (row.status, row.lease_token, row.errors, row.attempts) == (

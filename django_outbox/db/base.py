@@ -102,6 +102,10 @@ class DatabaseQueries:
         """Insert one job like ``template`` per (encoded) payload; return them, saved."""
         raise NotImplementedError
 
+    def announce(self, connection: BaseDatabaseWrapper, queues: Sequence[str]) -> None:
+        """Tell workers in other processes, once the open transaction commits, that jobs of
+        ``queues`` became ready by other means than an INSERT (resumed, retried)."""
+
     def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
         """Set up a worker thread's connection (once per connection or process)."""
 

@@ -59,9 +59,9 @@ SET status = '{JobStatus.RUNNING}',
     finished_at = NULL
 WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING {
-    ", ".join(f"job.{column}" for column in CLAIM_COLUMNS.split(", ")).replace(
-        "job.payload", "job.payload::text"
-    )
+    ", ".join(f"job.{column}" for column in CLAIM_COLUMNS.split(", "))
+    .replace("job.payload", "job.payload::text")
+    .replace("job.resume_data", "job.resume_data::text")
 }
 """
 
@@ -262,6 +262,14 @@ class PostgreSQLQueries(DatabaseQueries):
             cursor.execute(INSERT_JOBS_SQL, params)
             enqueued_at, ids = cursor.fetchone()
         return EnqueuedJobs.from_rows(template, payloads, ids, enqueued_at, connection.alias)
+
+    def announce(self, connection: BaseDatabaseWrapper, queues: Sequence[str]) -> None:
+        # What the enqueue trigger sends; NOTIFY is transactional, so it is sent at commit.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue",
+                [CHANNEL, sorted(set(queues))],
+            )
 
     def write_transaction(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[None]:
         """A plain transaction: row locks (SELECT ... FOR UPDATE) do what SQLite's BEGIN does."""

@@ -9,7 +9,9 @@ from typing import Any
 from ..context import ClaimedJob
 
 #: The columns every claim query returns, in this order.
-CLAIM_COLUMNS = "id, task_name, queue, payload, attempts, max_attempts, priority, lease_token"
+CLAIM_COLUMNS = (
+    "id, task_name, queue, payload, attempts, max_attempts, priority, lease_token, resume_data"
+)
 
 
 def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJob]:
@@ -19,7 +21,8 @@ def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJ
     decoded fails on its own, not the claim of every job with it.
     """
     jobs = []
-    for job_id, task_name, queue, payload, attempts, max_attempts, priority, token in rows:
+    for row in rows:
+        job_id, task_name, queue, payload, attempts, max_attempts, priority, token, resumed = row
         jobs.append(
             ClaimedJob(
                 id=job_id,
@@ -31,6 +34,7 @@ def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJ
                 priority=priority,
                 lease_token=token if isinstance(token, uuid.UUID) else uuid.UUID(token),
                 worker_id=worker_id,
+                stored_resume_data=resumed,
             )
         )
     # UPDATE ... RETURNING gives rows in no particular order.

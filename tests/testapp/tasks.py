@@ -1,5 +1,6 @@
 """Tasks the tests enqueue. A worker process imports these through autodiscovery."""
 
+import collections
 import contextlib
 import os
 import threading
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from django.db import IntegrityError, connection, transaction
 
-from django_outbox import GIVE_UP, RetryPolicy, current_job, task
+from django_outbox import GIVE_UP, Halt, RetryPolicy, Snooze, current_job, task
 
 from .models import Note
 
@@ -242,3 +243,51 @@ def notes_its_status_on_commit(payload):
         Note.objects.create(text=f"after commit: {status}, {in_transaction=}", job_id=job_id)
 
     transaction.on_commit(after_commit)
+
+
+#: Runs of the job-control tasks below, by job id (workers in tests run in this process).
+runs: collections.Counter[int] = collections.Counter()
+
+
+@task(max_attempts=1)
+def snoozes(payload):
+    """Write a note, then snooze ``payload["times"]`` times for ``payload["seconds"]``."""
+    job_id = current_job().id
+    runs[job_id] += 1
+    Note.objects.create(text=f"run {runs[job_id]}", job_id=job_id)
+    if runs[job_id] <= payload["times"]:
+        seconds = payload["seconds"]
+        # JSON has no NaN: the tests name it.
+        raise Snooze(float(seconds) if seconds in ("nan", "inf") else seconds)
+
+
+@task(max_attempts=2)
+def awaits_approval(payload):
+    """Halt until resumed with {"by": name}; then record who approved."""
+    job = current_job()
+    runs[job.id] += 1
+    Note.objects.create(text="written before halting", job_id=job.id)
+    if job.resume_data is None:
+        raise Halt(f"waiting for approval of order {payload['order']}")
+    Note.objects.create(text=f"approved by {job.resume_data['by']}", job_id=job.id)
+
+
+@task
+def stops_when_cancelled(payload):
+    """Tell the test it runs, work until cancel() asks it to stop, then write a note and
+    return. (Writing only then keeps SQLite's write lock free for the test's cancel.)"""
+    handler_started.set()
+    deadline = time.monotonic() + 30
+    while not current_job().cancel_requested:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never cancelled the job")
+        time.sleep(0.01)
+    Note.objects.create(text="written after the cancel", job_id=current_job().id)
+
+
+@task(atomic=False)
+def ignores_cancel(payload):
+    """Tell the test it runs, wait until the test lets it finish, and return normally."""
+    handler_started.set()
+    if not handler_may_finish.wait(timeout=30):
+        raise TimeoutError("the test never let the handler finish")
