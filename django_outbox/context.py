@@ -34,6 +34,9 @@ class ClaimedJob:
     # What resume() passed (text as the claim returned it; ``resume_data`` once decoded).
     stored_resume_data: Any = None
     resume_data: Any = None
+    # What the handler returned, or the exception it raised (for django_outbox.testing).
+    result: Any = field(default=None, repr=False)
+    error: BaseException | None = field(default=None, repr=False)
     _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
     _cancel_requested: threading.Event = field(default_factory=threading.Event, repr=False)
     # Set by the runner once the handler returned or raised: the outcome is being recorded, and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from django.db import models
@@ -62,6 +63,9 @@ class PayloadField(models.JSONField):
         return name, "django.db.models.JSONField", args, kwargs
 
 
+MILLISECOND = models.Value(datetime.timedelta(milliseconds=1))
+
+
 class JobQuerySet(models.QuerySet["Job"]):
     def claimable(self) -> JobQuerySet:
         """Jobs waiting for a worker, whether or not their run_at has come."""
@@ -69,7 +73,10 @@ class JobQuerySet(models.QuerySet["Job"]):
 
     def runnable(self) -> JobQuerySet:
         """Jobs a worker may claim now."""
-        return self.claimable().filter(run_at__lte=Now())
+        # Up to the end of this millisecond, as the claim compares: SQLite's clock reads
+        # milliseconds ('...26.074') while a run_at computed from it is written with
+        # microseconds ('...26.074000'), which sorts after it.
+        return self.claimable().filter(run_at__lte=Now() + MILLISECOND)
 
     def running(self) -> JobQuerySet:
         return self.filter(status=JobStatus.RUNNING)
@@ -122,9 +129,9 @@ class Job(models.Model):
     errors = models.JSONField(_("errors"), default=list, blank=True)
     # Set by cancel() while the job runs: the handler may stop early (current_job()), and the
     # attempt ends as cancelled. Database defaults: the hot INSERTs leave these columns out.
-    cancel_requested = models.BooleanField(_("cancel requested"), db_default=False)
+    cancel_requested = models.BooleanField(_("cancel requested"), default=False, db_default=False)
     # Why the handler halted the job (Halt's reason), while it waits to be resumed.
-    halt_reason = models.TextField(_("halt reason"), blank=True, db_default="")
+    halt_reason = models.TextField(_("halt reason"), blank=True, default="", db_default="")
     # What resume() passed, encoded as payloads are: the handler's next run reads it.
     resume_data = PayloadField(_("resume data"), null=True, blank=True)
 

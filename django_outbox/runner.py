@@ -172,7 +172,7 @@ def run_job(
             )
         else:
             try:
-                task.func(job.payload)
+                job.result = task.func(job.payload)
             finally:
                 job.handler_done = True
             if job.cancel_requested:
@@ -186,6 +186,7 @@ def run_job(
         logger.warning("lease lost job=%s task=%s: %s", job.id, job.task_name, lost)
         return Outcome.LEASE_LOST
     except BaseException as exc:
+        job.error = exc
         # However the handler ended, a cancel request seen meanwhile decides the outcome.
         if job.cancel_requested:
             return _cancel(job, task, using)
@@ -206,7 +207,7 @@ def _run_atomic(task: Task, job: ClaimedJob, using: str) -> None:
     job.handler_done = False
     with transaction.atomic(using=using):
         try:
-            task.func(job.payload)
+            job.result = task.func(job.payload)
         finally:
             job.handler_done = True
         if queries_for(connection).transaction_broken(connection):

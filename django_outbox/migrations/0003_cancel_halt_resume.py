@@ -21,12 +21,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='job',
             name='cancel_requested',
-            field=models.BooleanField(db_default=False, verbose_name='cancel requested'),
+            field=models.BooleanField(db_default=False, default=False, verbose_name='cancel requested'),
         ),
         migrations.AddField(
             model_name='job',
             name='halt_reason',
-            field=models.TextField(blank=True, db_default='', verbose_name='halt reason'),
+            field=models.TextField(blank=True, db_default='', default='', verbose_name='halt reason'),
         ),
         migrations.AddField(
             model_name='job',

@@ -291,3 +291,37 @@ def ignores_cancel(payload):
     handler_started.set()
     if not handler_may_finish.wait(timeout=30):
         raise TimeoutError("the test never let the handler finish")
+
+
+#: What the "mail" tasks below sent, outside any transaction (as an email or an API call is).
+sent: list[str] = []
+
+
+@task(max_attempts=3)
+def sends_receipt(payload):
+    """Record the receipt, then "send" it: not idempotent, a second run sends it again."""
+    Note.objects.create(text=f"receipt for order {payload['order']}", job_id=current_job().id)
+    sent.append(f"receipt {payload['order']}")
+    return f"sent receipt {payload['order']}"
+
+
+@task(max_attempts=3)
+def sends_receipt_once(payload):
+    """The idempotent version: a note keyed on the order says whether it was sent."""
+    text = f"receipt for order {payload['order']}"
+    if not Note.objects.filter(text=text).exists():
+        Note.objects.create(text=text, job_id=current_job().id)
+        sent.append(f"receipt {payload['order']}")
+
+
+@task(atomic=False, max_attempts=3)
+def sends_receipt_non_atomic(payload):
+    Note.objects.create(text=f"receipt for order {payload['order']}", job_id=current_job().id)
+    sent.append(f"receipt {payload['order']}")
+
+
+@task
+def enqueues_a_receipt(payload):
+    """A job that enqueues another, as a signup's job enqueues its email."""
+    sends_receipt.enqueue({"order": payload["order"]})
+    return "enqueued"
