@@ -25,7 +25,9 @@ class ClaimedJob:
     queue: str
     # The payload as the claim returned it, JSON text; ``payload`` once the attempt decoded it.
     stored_payload: Any
-    attempt: int
+    # Attempts made, this one included (1 on the first run): the Job's ``attempts`` as the claim
+    # left it.
+    attempts: int
     max_attempts: int
     priority: int
     lease_token: uuid.UUID

@@ -76,10 +76,10 @@ def retry_delay(
     """Return (seconds until the next attempt or None to fail now, a note for the error text)."""
     if isinstance(exc, UndecodablePayload):
         return None, "not retried: retrying cannot change the stored data."
-    if job.attempt >= job.max_attempts:
+    if job.attempts >= job.max_attempts:
         return None, ""
     if task is None:
-        return fallback.delay(job.attempt), ""
+        return fallback.delay(job.attempts), ""
     if isinstance(exc, task.give_up_on):
         return None, f"{type(exc).__name__} is in give_up_on: not retried."
     note = ""
@@ -96,7 +96,7 @@ def retry_delay(
             return None, "retry_strategy gave up."
         if decision is not None:
             return float(decision), note
-    return task.retry_policy_for(job.queue).delay(job.attempt), note
+    return task.retry_policy_for(job.queue).delay(job.attempts), note
 
 
 def _describe(exc: BaseException) -> str:
@@ -123,7 +123,7 @@ def run_job(
     except LookupError:
         task = None
     if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("job started job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
+        logger.debug("job started job=%s task=%s attempt=%s", job.id, job.task_name, job.attempts)
     signals.send(signals.job_started, task, job=job)
     if task is None:
         error = TaskNotRegisteredError(
@@ -137,7 +137,7 @@ def run_job(
             "was renamed or removed while jobs of it were pending; it retries with backoff",
             job.id,
             job.task_name,
-            job.attempt,
+            job.attempts,
             job.max_attempts,
         )
         return _fail(job, None, error, "", using, history_limit, fallback)
@@ -223,7 +223,7 @@ def report_succeeded(job: ClaimedJob, task: Task | None = None) -> None:
     """Log the success of ``job`` and send ``job_succeeded``, once it is recorded."""
     if task is None:
         task = get_task(job.task_name)
-    logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempt)
+    logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempts)
     signals.send(signals.job_succeeded, task, job=job)
 
 
@@ -241,7 +241,7 @@ def _fail(
     status = record_failure(
         job_id=job.id,
         lease_token=job.lease_token,
-        attempt=job.attempt,
+        attempt=job.attempts,
         worker_id=job.worker_id,
         failure=Failure(error=error, traceback=trace, retry_in=retry_in),
         history_limit=history_limit,
@@ -259,7 +259,7 @@ def _fail(
             "job will retry job=%s task=%s attempt=%s retry_in=%.1fs error=%s",
             job.id,
             job.task_name,
-            job.attempt,
+            job.attempts,
             retry_in,
             error,
         )
@@ -270,7 +270,7 @@ def _fail(
             "job failed job=%s task=%s attempt=%s error=%s",
             job.id,
             job.task_name,
-            job.attempt,
+            job.attempts,
             error,
         )
         signals.send(signals.job_failed, task, job=job, error=error)

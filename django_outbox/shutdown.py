@@ -71,13 +71,13 @@ def give_up_running(
     connection = connections[using]
     error = f"Worker {worker_id} shut down after waiting {waited}s for the job to finish."
     for job in jobs:
-        retry_in = 0.0 if job.attempt < job.max_attempts else None
+        retry_in = 0.0 if job.attempts < job.max_attempts else None
         try:
             with queries_for(connection).lock_wait(connection, LOCK_WAIT_SECONDS):
                 status = record_failure(
                     job_id=job.id,
                     lease_token=job.lease_token,
-                    attempt=job.attempt,
+                    attempt=job.attempts,
                     worker_id=worker_id,
                     failure=Failure(error=error, retry_in=retry_in),
                     history_limit=history_limit,

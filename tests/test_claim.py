@@ -47,7 +47,7 @@ def test_claimed_jobs_carry_what_the_handler_needs():
     assert claimed.payload is None
     assert claimed.decode_payload() == {"text": "x"}
     assert claimed.payload == {"text": "x"}
-    assert (claimed.attempt, claimed.max_attempts, claimed.priority) == (1, 10, 3)
+    assert (claimed.attempts, claimed.max_attempts, claimed.priority) == (1, 10, 3)
 
 
 def test_concurrent_claimers_never_get_the_same_job():

@@ -40,7 +40,7 @@ def test_a_claim_sets_a_lease_in_database_time():
     assert row.status == JobStatus.RUNNING
     assert row.lease_token == job.lease_token
     assert row.worker_id == "test-worker"
-    assert row.attempts == job.attempt == 1
+    assert row.attempts == job.attempts == 1
     assert row.lease_expires_at is not None
     remaining = row.lease_expires_at - timezone.now()
     assert datetime.timedelta(seconds=25) < remaining < datetime.timedelta(seconds=35)

@@ -156,7 +156,7 @@ def test_a_crash_of_a_non_atomic_job_keeps_its_writes_and_runs_it_again():
 def test_a_take_over_while_running_fences_the_first_attempt():
     job = tasks.sends_receipt.enqueue({"order": 8})
     first, second = testing.take_over_while_running()
-    assert (first.attempt, second.attempt) == (1, 2)
+    assert (first.attempts, second.attempts) == (1, 2)
     assert first.lease_lost
     after = Job.objects.get(pk=job.pk)
     assert (after.status, after.attempts) == (JobStatus.SUCCEEDED, 2)

@@ -183,7 +183,7 @@ def test_lifecycle_signals_are_sent():
 
     def record(signal_name):
         def receiver(sender, job, **kwargs):
-            seen.append((signal_name, job.task_name.rsplit(".", 1)[-1], job.attempt))
+            seen.append((signal_name, job.task_name.rsplit(".", 1)[-1], job.attempts))
 
         return receiver
 

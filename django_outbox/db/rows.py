@@ -29,7 +29,7 @@ def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJ
                 task_name=task_name,
                 queue=queue,
                 stored_payload=payload,
-                attempt=attempts,
+                attempts=attempts,
                 max_attempts=max_attempts,
                 priority=priority,
                 lease_token=token if isinstance(token, uuid.UUID) else uuid.UUID(token),

@@ -72,7 +72,7 @@ def claim_job(job_id: int) -> ClaimedJob | None:
         task_name=task_name,
         queue=queue,
         stored_payload=payload,
-        attempt=attempts,
+        attempts=attempts,
         max_attempts=max_attempts,
         priority=priority,
         lease_token=token,

@@ -32,10 +32,10 @@ def send_welcome_email(payload: dict[str, Any]) -> None:
         # A real handler would list a permanent error in give_up_on=(...) to fail at once;
         # here it uses up its attempts, so the admin shows the whole error history.
         raise MailboxUnavailable(f"550 5.1.1 <{user.email}>: mailbox unavailable")
-    if user.pk % 3 == 0 and job.attempt == 1:
+    if user.pk % 3 == 0 and job.attempts == 1:
         # Every third user finds the mail server busy the first time: the job retries.
         raise ConnectionError("SMTP server busy, try again")
-    WelcomeEmail.objects.create(user=user, job_id=job.id, attempt=job.attempt)
+    WelcomeEmail.objects.create(user=user, job_id=job.id, attempt=job.attempts)
     EmailMessage(
         subject="Welcome!",
         body=f"Hello {user.username}, thanks for signing up.",

@@ -32,7 +32,7 @@ def always_fails(payload):
 
 @task(max_attempts=3)
 def fails_once(payload):
-    if current_job().attempt == 1:
+    if current_job().attempts == 1:
         raise ConnectionError("first attempt fails")
     Note.objects.create(text="second attempt")
 
@@ -78,7 +78,7 @@ def non_atomic_note(payload):
 def record_run(payload):
     """Append this run to a file, then (optionally) sleep: process tests count the runs."""
     with Path(payload["log"]).open("a") as log:
-        log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
+        log.write(f"{current_job().id} {current_job().attempts} {os.getpid()}\n")
     if payload.get("sleep"):
         time.sleep(payload["sleep"])
 
@@ -87,8 +87,8 @@ def record_run(payload):
 def sleeps_on_first_attempt(payload):
     """Like record_run, but sleep only on attempt 1: a rescued job's second run is quick."""
     with Path(payload["log"]).open("a") as log:
-        log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
-    if current_job().attempt == 1:
+        log.write(f"{current_job().id} {current_job().attempts} {os.getpid()}\n")
+    if current_job().attempts == 1:
         time.sleep(payload["sleep"])
 
 
@@ -132,7 +132,7 @@ def waits_for_test_non_atomic(payload):
 def record_run_non_atomic(payload):
     """record_run without a transaction: its success is recorded by the worker's completer."""
     with Path(payload["log"]).open("a") as log:
-        log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
+        log.write(f"{current_job().id} {current_job().attempts} {os.getpid()}\n")
     if payload.get("sleep"):
         time.sleep(payload["sleep"])
 
@@ -196,7 +196,7 @@ def writes_then_sleeps(payload):
     Note.objects.create(text="written before sleeping", job_id=current_job().id)
     if payload.get("log"):
         with Path(payload["log"]).open("a") as log:
-            log.write(f"{current_job().id} {current_job().attempt} {os.getpid()}\n")
+            log.write(f"{current_job().id} {current_job().attempts} {os.getpid()}\n")
     time.sleep(payload["sleep"])
 
 
