@@ -109,8 +109,10 @@ def build_job(
     run_at: datetime.datetime | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    validate: bool = True,
 ) -> Job:
-    """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them."""
+    """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them
+    (and, with ``validate``, the payload against the task's ``validate_payload``)."""
     if isinstance(task, str):
         if problem := _name_error("task", task):
             raise EnqueueError(problem)
@@ -134,6 +136,8 @@ def build_job(
     queue = queue or task.queue
     if problem := _name_error("queue", queue):
         raise EnqueueError(problem)
+    if validate:
+        task.check_payload(payload)
     job = Job(
         task_name=task.name,
         queue=queue,
@@ -215,10 +219,14 @@ def enqueue_many(
             f"{type(payloads).__name__}."
         ) from None
     # The options are the same for every job: check them once.
-    template = build_job(task, None, delay=delay, run_at=run_at, priority=priority, queue=queue)
+    template = build_job(
+        task, None, delay=delay, run_at=run_at, priority=priority, queue=queue, validate=False
+    )
+    declared = task if isinstance(task, Task) else get_task(task)
     encoded = []
     for index, payload in enumerate(payloads):
         try:
+            declared.check_payload(payload)
             encoded.append(encode(payload))
         except EnqueueError as error:
             raise type(error)(f"payloads[{index}]: {error}") from error

@@ -31,6 +31,10 @@ class PayloadError(EnqueueError, TypeError):
     """A payload holds a value that cannot be stored as JSON and read back unchanged."""
 
 
+class PayloadValidationError(EnqueueError):
+    """The task's ``validate_payload`` refused the payload; nothing was written."""
+
+
 class PayloadDecodeError(OutboxError):
     """A stored payload cannot be decoded back into the values it was enqueued with."""
 

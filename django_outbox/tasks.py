@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, overload
 from . import registry
 from .checks import max_attempts_error, priority_error, queue_name_error
 from .conf import get_settings
-from .exceptions import InvalidTaskError
+from .exceptions import InvalidTaskError, PayloadValidationError
 from .retry import RetryPolicy, RetryStrategy
 
 if TYPE_CHECKING:
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 TASK_NAME_MAX_LENGTH = 255
 
 Handler = Callable[[Any], Any]
+#: ``validate_payload(payload)``: raise (or return False) to refuse a payload at enqueue.
+PayloadValidator = Callable[[Any], Any]
 
 
 class Task:
@@ -36,6 +38,7 @@ class Task:
         retry: RetryPolicy | None = None,
         retry_strategy: RetryStrategy | None = None,
         give_up_on: tuple[type[BaseException], ...] = (),
+        validate_payload: PayloadValidator | None = None,
     ) -> None:
         if not callable(func):
             raise InvalidTaskError(f"@task decorates a function, not {func!r}.")
@@ -49,6 +52,7 @@ class Task:
         self._retry = retry
         self.retry_strategy = retry_strategy
         self.give_up_on = tuple(give_up_on)
+        self.validate_payload = validate_payload
         self._validate()
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -76,9 +80,30 @@ class Task:
             isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.give_up_on
         ):
             raise InvalidTaskError(f"{where}: give_up_on must be a tuple of exception classes.")
+        if self.validate_payload is not None and not callable(self.validate_payload):
+            raise InvalidTaskError(f"{where}: validate_payload must be callable(payload).")
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
+
+    def check_payload(self, payload: Any) -> None:
+        """Raise PayloadValidationError if ``validate_payload`` refuses ``payload``.
+
+        The validator refuses by raising (its message is kept) or by returning False.
+        """
+        if self.validate_payload is None:
+            return
+        try:
+            accepted = self.validate_payload(payload)
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            raise PayloadValidationError(
+                f"validate_payload of {self.name} refused the payload: {message}"
+            ) from exc
+        if accepted is False:
+            raise PayloadValidationError(
+                f"validate_payload of {self.name} refused the payload (it returned False)."
+            )
 
     def __call__(self, payload: Any = None) -> Any:
         """Run the function now, in this thread, without a job."""
@@ -166,6 +191,7 @@ def task(
     retry: RetryPolicy | None = ...,
     retry_strategy: RetryStrategy | None = ...,
     give_up_on: tuple[type[BaseException], ...] = ...,
+    validate_payload: PayloadValidator | None = ...,
 ) -> Callable[[Handler], Task]: ...
 def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Handler], Task]:
     """Declare a task: ``@task`` or ``@task(queue="emails", max_attempts=10, ...)``.
@@ -174,7 +200,8 @@ def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Han
     counts), ``priority`` (higher runs first), ``atomic`` (run in a transaction that commits with
     the job's success; default True), ``retry`` (a RetryPolicy), ``retry_strategy`` (a callable
     ``(job, exc)`` returning a delay, ``GIVE_UP`` or None), ``give_up_on`` (exception classes
-    that fail the job without retrying).
+    that fail the job without retrying), ``validate_payload`` (a callable that raises, or returns
+    False, to refuse a payload at enqueue: ``PayloadValidationError``, nothing written).
     """
 
     def decorate(function: Handler) -> Task:

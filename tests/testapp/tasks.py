@@ -325,3 +325,14 @@ def enqueues_a_receipt(payload):
     """A job that enqueues another, as a signup's job enqueues its email."""
     sends_receipt.enqueue({"order": payload["order"]})
     return "enqueued"
+
+
+def positive_amount(payload):
+    if not isinstance(payload, dict) or "amount" not in payload:
+        raise ValueError("a payload needs an amount")
+    return payload["amount"] > 0
+
+
+@task(validate_payload=positive_amount)
+def charges(payload):
+    Note.objects.create(text=f"charged {payload['amount']}")
