@@ -26,6 +26,7 @@ from .exceptions import (
     PayloadValidationError,
     Snooze,
     TaskNotRegisteredError,
+    TimedOut,
     UnknownTaskError,
 )
 from .retry import GIVE_UP, RetryPolicy
@@ -55,6 +56,7 @@ __all__ = [
     "Snooze",
     "Task",
     "TaskNotRegisteredError",
+    "TimedOut",
     "UnknownTaskError",
     "cancel",
     "current_job",

@@ -36,6 +36,14 @@ class ClaimedJob:
     # What resume() passed (text as the claim returned it; ``resume_data`` once decoded).
     stored_resume_data: Any = None
     resume_data: Any = None
+    # When (time.monotonic()) and on which thread the handler started: for the watchdog.
+    handler_started: float | None = field(default=None, repr=False)
+    thread_ident: int | None = field(default=None, repr=False)
+    stuck_reported_at: float | None = field(default=None, repr=False)
+    # Set by the watchdog when the attempt ran past its task's timeout: the error to record.
+    timed_out: str | None = field(default=None, repr=False)
+    # The handler's stack when it timed out, recorded as the attempt's traceback.
+    timed_out_stack: str = field(default="", repr=False)
     # What the handler returned, or the exception it raised (for django_outbox.testing).
     result: Any = field(default=None, repr=False)
     error: BaseException | None = field(default=None, repr=False)

@@ -51,6 +51,10 @@ class TaskNotRegisteredError(OutboxError):
     """A job row names a task that this worker process has not registered."""
 
 
+class TimedOut(OutboxError):
+    """The attempt ran longer than its task's ``timeout``: recorded as the attempt's error."""
+
+
 class BrokenTransactionError(OutboxError):
     """A handler left its job's transaction unable to commit: it caught a database error."""
 

@@ -1,4 +1,4 @@
-"""A worker's housekeeping threads: heartbeats and rescues, and pruning finished jobs.
+"""A worker's housekeeping threads: heartbeats and rescues, the watchdog, and pruning.
 
 Both run on connections of their own and outlive database errors: a run of failures is logged
 once (``ErrorBackoff``) and the thread goes on after a pause, with a new connection.
@@ -17,7 +17,9 @@ from django.db import DatabaseError, connections
 from .db import queries_for, retry_while_locked
 from .held import HeldJobs
 from .outage import ErrorBackoff
+from .retry import RetryPolicy
 from .transitions import extend_leases, prune_finished, rescue_expired_leases
+from .watchdog import watch
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ class Maintenance:
         history_limit: int,
         retention: dict[str, float | None],
         done: threading.Event,
+        fallback: RetryPolicy | None = None,
     ) -> None:
         self.using = using
         self.worker_id = worker_id
@@ -44,6 +47,8 @@ class Maintenance:
         self.heartbeat_seconds = heartbeat_seconds
         self.history_limit = history_limit
         self.retention = retention
+        # The retry policy of jobs whose task this worker does not know (for timeouts).
+        self.fallback = fallback or RetryPolicy()
         # Set when the worker has stopped: these threads end and close their connections.
         self.done = done
         self._threads: list[threading.Thread] = []
@@ -51,6 +56,7 @@ class Maintenance:
     def start(self) -> None:
         for name, what, work, max_delay in (
             ("outbox-heartbeat", "heartbeat", self._beat, 10.0),
+            ("outbox-watchdog", "watching running jobs", self._watch, 10.0),
             ("outbox-pruner", "pruning finished jobs", self._prune_batches, 60.0),
         ):
             thread = threading.Thread(
@@ -89,6 +95,16 @@ class Maintenance:
         queries_for(connection).prepare_worker_connection(connection)
         self._extend_leases()
         self.rescue()
+
+    def _watch(self) -> None:
+        # On a thread of its own: on SQLite a handler's open transaction can keep the
+        # heartbeat's writes waiting for the write lock as long as that handler runs.
+        watch(
+            self.held.running(),
+            using=self.using,
+            history_limit=self.history_limit,
+            fallback=self.fallback,
+        )
 
     def _extend_leases(self) -> None:
         held = self.held.all()

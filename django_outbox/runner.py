@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Literal
@@ -19,6 +21,7 @@ from .exceptions import (
     LeaseLostError,
     Snooze,
     TaskNotRegisteredError,
+    TimedOut,
 )
 from .models import JobStatus
 from .registry import get_task, registered_names
@@ -159,6 +162,8 @@ def run_job(
         return _fail(job, task, undecodable, trace, using, history_limit, fallback)
 
     context = set_current_job(job)
+    job.thread_ident = threading.get_ident()
+    job.handler_started = time.monotonic()
     try:
         if task.atomic:
             # SQLite refuses a deferred transaction's upgrade to the write lock while another
@@ -177,6 +182,8 @@ def run_job(
                 job.handler_done = True
             if job.cancel_requested:
                 raise CancelRequested
+            if job.timed_out is not None:
+                raise TimedOut(job.timed_out)
             if complete_later is not None:
                 complete_later(job)
                 return None
@@ -194,6 +201,11 @@ def run_job(
             return _snooze(job, task, exc, using, history_limit, fallback)
         if isinstance(exc, Halt):
             return _halt(job, task, exc, using)
+        if job.timed_out is not None:
+            # Past its timeout the attempt has failed, whatever the handler raised since;
+            # where it was when it timed out says more than where it ended.
+            timed_out = TimedOut(job.timed_out)
+            return _fail(job, task, timed_out, job.timed_out_stack, using, history_limit, fallback)
         return _fail(job, task, exc, traceback.format_exc(), using, history_limit, fallback)
     finally:
         reset_current_job(context)
@@ -214,6 +226,8 @@ def _run_atomic(task: Task, job: ClaimedJob, using: str) -> None:
             raise BrokenTransactionError(BROKEN_TRANSACTION)
         if job.cancel_requested:
             raise CancelRequested
+        if job.timed_out is not None:
+            raise TimedOut(job.timed_out)
         # If the lease was lost meanwhile, raising rolls back the handler's writes too.
         if not mark_succeeded(job, using):
             raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")

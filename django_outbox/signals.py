@@ -25,6 +25,9 @@ job_halted = Signal()
 #: The job ended as cancelled in a worker (cancel() was called while it was claimed). A job
 #: cancelled before any worker claimed it sends nothing: no worker saw it.
 job_cancelled = Signal()
+#: The handler has run longer than its task's max_execute_time: ``seconds`` so far, and
+#: ``stack``, its thread's stack (text). Sent by the heartbeat, again each max_execute_time.
+job_stuck = Signal()
 
 
 def send(signal: Signal, sender: Any, **kwargs: Any) -> None:

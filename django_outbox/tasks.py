@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, overload
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from .models import Job
 
 TASK_NAME_MAX_LENGTH = 255
+#: The longest max_execute_time or timeout: a week, as the longest lease.
+DURATION_MAX = 7 * 86400
 
 Handler = Callable[[Any], Any]
 #: ``validate_payload(payload)``: raise (or return False) to refuse a payload at enqueue.
@@ -39,6 +42,8 @@ class Task:
         retry_strategy: RetryStrategy | None = None,
         give_up_on: tuple[type[BaseException], ...] = (),
         validate_payload: PayloadValidator | None = None,
+        max_execute_time: float | None = None,
+        timeout: float | None = None,
     ) -> None:
         if not callable(func):
             raise InvalidTaskError(f"@task decorates a function, not {func!r}.")
@@ -53,6 +58,8 @@ class Task:
         self.retry_strategy = retry_strategy
         self.give_up_on = tuple(give_up_on)
         self.validate_payload = validate_payload
+        self.max_execute_time = max_execute_time
+        self.timeout = timeout
         self._validate()
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -82,6 +89,18 @@ class Task:
             raise InvalidTaskError(f"{where}: give_up_on must be a tuple of exception classes.")
         if self.validate_payload is not None and not callable(self.validate_payload):
             raise InvalidTaskError(f"{where}: validate_payload must be callable(payload).")
+        for option in ("max_execute_time", "timeout"):
+            seconds = getattr(self, option)
+            if seconds is not None and not (
+                isinstance(seconds, int | float)
+                and not isinstance(seconds, bool)
+                and math.isfinite(seconds)
+                and 0 < seconds <= DURATION_MAX
+            ):
+                raise InvalidTaskError(
+                    f"{where}: {option} must be a number of seconds above 0 and at most "
+                    f"{DURATION_MAX} (7 days), or None, not {seconds!r}."
+                )
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
@@ -192,6 +211,8 @@ def task(
     retry_strategy: RetryStrategy | None = ...,
     give_up_on: tuple[type[BaseException], ...] = ...,
     validate_payload: PayloadValidator | None = ...,
+    max_execute_time: float | None = ...,
+    timeout: float | None = ...,
 ) -> Callable[[Handler], Task]: ...
 def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Handler], Task]:
     """Declare a task: ``@task`` or ``@task(queue="emails", max_attempts=10, ...)``.
@@ -201,7 +222,9 @@ def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Han
     the job's success; default True), ``retry`` (a RetryPolicy), ``retry_strategy`` (a callable
     ``(job, exc)`` returning a delay, ``GIVE_UP`` or None), ``give_up_on`` (exception classes
     that fail the job without retrying), ``validate_payload`` (a callable that raises, or returns
-    False, to refuse a payload at enqueue: ``PayloadValidationError``, nothing written).
+    False, to refuse a payload at enqueue: ``PayloadValidationError``, nothing written),
+    ``max_execute_time`` (seconds after which a running job's stack is logged at ERROR) and
+    ``timeout`` (seconds after which its attempt counts as failed; see ``watchdog``).
     """
 
     def decorate(function: Handler) -> Task:

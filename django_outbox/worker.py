@@ -130,6 +130,7 @@ class Worker:
             history_limit=self.history_limit,
             retention=outbox.retention,
             done=self._helpers_done,
+            fallback=self.fallback_policy,
         )
         self._claim_errors = ErrorBackoff(
             f"claiming jobs worker={self.worker_id}",

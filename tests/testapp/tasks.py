@@ -336,3 +336,24 @@ def positive_amount(payload):
 @task(validate_payload=positive_amount)
 def charges(payload):
     Note.objects.create(text=f"charged {payload['amount']}")
+
+
+def _sleep_until_lease_lost(seconds):
+    """Run ``seconds`` at most, returning early once the worker says the lease is gone."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not current_job().lease_lost:
+        time.sleep(0.01)
+
+
+@task(atomic=False, max_execute_time=0.2)
+def runs_long(payload):
+    """Longer than its max_execute_time, then returns normally."""
+    handler_started.set()
+    _sleep_until_lease_lost(payload["seconds"])
+
+
+@task(max_attempts=2, timeout=0.3, retry=RetryPolicy(base_delay=3600, jitter=0))
+def times_out(payload):
+    """Writes a note, then runs past its timeout until the worker gives its lease up."""
+    Note.objects.create(text="written by an attempt that timed out", job_id=current_job().id)
+    _sleep_until_lease_lost(10)
