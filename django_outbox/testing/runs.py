@@ -10,6 +10,7 @@ from django.db.models.functions import Cast, Greatest, Now
 
 from ..conf import get_settings
 from ..context import ClaimedJob
+from ..db.rows import claimed_jobs
 from ..exceptions import JobNotFound, JobStateError, OutboxError
 from ..models import CLAIMABLE, Job, JobStatus
 from ..retry import RetryPolicy
@@ -52,33 +53,26 @@ def claim_job(job_id: int) -> ClaimedJob | None:
     )
     if not claimed:
         return None
-    # As text, as the worker's claim reads them: the job's attempt decodes them.
-    task_name, queue, payload, attempts, max_attempts, priority, resume_data = (
+    # The row the worker's claim returns (CLAIM_COLUMNS), payloads as text: the job's
+    # attempt decodes them.
+    row = (
         _jobs()
         .filter(pk=job_id)
         .values_list(
+            "id",
             "task_name",
             "queue",
             Cast("payload", TextField()),
             "attempts",
             "max_attempts",
             "priority",
+            "lease_token",
             Cast("resume_data", TextField()),
         )
         .get()
     )
-    return ClaimedJob(
-        id=job_id,
-        task_name=task_name,
-        queue=queue,
-        stored_payload=payload,
-        attempts=attempts,
-        max_attempts=max_attempts,
-        priority=priority,
-        lease_token=token,
-        worker_id=WORKER_ID,
-        stored_resume_data=resume_data,
-    )
+    (job,) = claimed_jobs([row], WORKER_ID)
+    return job
 
 
 def next_runnable(queue: str | None = None) -> int | None:
