@@ -14,6 +14,7 @@ from .control import Cancellation, cancel, resume
 from .enqueued import EnqueuedJobs
 from .enqueuing import enqueue, enqueue_many
 from .exceptions import (
+    DuplicateJob,
     EnqueueError,
     Halt,
     InvalidTaskError,
@@ -39,6 +40,7 @@ __all__ = [
     "GIVE_UP",
     "Cancellation",
     "ClaimedJob",
+    "DuplicateJob",
     "EnqueueError",
     "EnqueuedJobs",
     "Halt",

@@ -143,6 +143,7 @@ class JobAdmin(JobModelAdmin):
                     "status_display",
                     "priority",
                     "attempts_display",
+                    "unique_key",
                     "halt_reason",
                 )
             },
@@ -161,6 +162,7 @@ class JobAdmin(JobModelAdmin):
         "status_display",
         "priority",
         "attempts_display",
+        "unique_key",
         "halt_reason",
         "payload_display",
         "resume_data_display",

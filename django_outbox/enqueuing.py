@@ -13,13 +13,13 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
 from .checks import priority_error, queue_name_error
 from .conf import get_settings
 from .enqueued import EnqueuedJobs
-from .exceptions import EnqueueError
+from .exceptions import DuplicateJob, EnqueueError
 from .registry import get_task
 from .serialization import brief, encode, text_error
 from .tasks import Task
@@ -165,6 +165,31 @@ def _on_the_database_clock(when: datetime.datetime) -> datetime.datetime:
     return timezone.make_naive(local, datetime.timezone.utc)
 
 
+#: ``unique_while``: which jobs with the key make an enqueue a duplicate.
+UNIQUE_SCOPES = ("pending", "unfinished")
+#: ``on_duplicate``: what enqueue does with a duplicate.
+ON_DUPLICATE = ("return", "raise")
+UNIQUE_KEY_MAX_LENGTH = 255
+
+
+def _unique_options_error(unique_key: Any, unique_while: Any, on_duplicate: Any) -> str | None:
+    if unique_key is not None:
+        if not isinstance(unique_key, str) or not unique_key:
+            return f"unique_key must be a non-empty string, not {brief(unique_key)}."
+        if len(unique_key) > UNIQUE_KEY_MAX_LENGTH:
+            return (
+                f"unique_key must be at most {UNIQUE_KEY_MAX_LENGTH} characters, not "
+                f"{len(unique_key)}."
+            )
+        if problem := text_error(unique_key):
+            return f"unique_key {brief(unique_key)} {problem}."
+    if unique_while not in UNIQUE_SCOPES:
+        return f"unique_while must be one of {UNIQUE_SCOPES}, not {brief(unique_while)}."
+    if on_duplicate not in ON_DUPLICATE:
+        return f"on_duplicate must be one of {ON_DUPLICATE}, not {brief(on_duplicate)}."
+    return None
+
+
 def enqueue(
     task: str | Task,
     payload: Any = None,
@@ -173,20 +198,61 @@ def enqueue(
     run_at: datetime.datetime | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    unique_key: str | None = None,
+    unique_while: str = "pending",
+    on_duplicate: str = "return",
 ) -> Job:
     """Write a job for ``task`` (a Task or its registered name) and return it.
 
     The job is part of the caller's transaction on the outbox database: rolled back, it never
     existed; committed, it is durable. Raise EnqueueError (nothing written) on bad input.
+
+    With ``unique_key``, no second job with that key is written while one waits to run
+    (``unique_while="pending"``: ready, retrying or halted) or has not finished
+    (``"unfinished"``: running too): the waiting job is returned instead, with
+    ``is_duplicate`` true, or ``DuplicateJob`` raised (``on_duplicate="raise"``).
+    Concurrent enqueuers of one key are serialized until the first one's transaction ends.
     """
+    if problem := _unique_options_error(unique_key, unique_while, on_duplicate):
+        raise EnqueueError(problem)
     job = build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
     from .db import queries_for  # Imports the model: see build_job.
 
     using = get_settings().database
     connection = connections[using]
-    queries_for(connection).insert_job(connection, job)
+    if unique_key is None:
+        queries_for(connection).insert_job(connection, job)
+    else:
+        job.unique_key = unique_key
+        existing = _insert_unique(job, unique_while, using)
+        if existing is not None:
+            if on_duplicate == "raise":
+                raise DuplicateJob(
+                    f"Job {existing.pk} with unique_key {brief(unique_key)} is {existing.status}: "
+                    "nothing was enqueued.",
+                    existing,
+                )
+            return existing
     jobs_enqueued(using, [job.queue])
     return job
+
+
+def _insert_unique(job: Job, unique_while: str, using: str) -> Job | None:
+    """Insert ``job`` unless its unique key is taken; return the job that holds it, if any."""
+    from .db import queries_for
+    from .models import PENDING, Job, JobStatus
+
+    statuses = [*PENDING, JobStatus.RUNNING] if unique_while == "unfinished" else list(PENDING)
+    connection = connections[using]
+    # A transaction of its own when the caller has none: the check and the insert (and, on
+    # PostgreSQL, the lock that keeps other enqueuers of the key waiting) go together.
+    with transaction.atomic(using=using):
+        existing_id = queries_for(connection).insert_unique_job(connection, job, statuses)
+        if existing_id is None:
+            return None
+        existing = Job.objects.using(using).get(pk=existing_id)
+    existing.is_duplicate = True
+    return existing
 
 
 def enqueue_many(

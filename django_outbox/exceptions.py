@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -29,6 +30,17 @@ class UnknownTaskError(EnqueueError, LookupError):
 
 class PayloadError(EnqueueError, TypeError):
     """A payload holds a value that cannot be stored as JSON and read back unchanged."""
+
+
+class DuplicateJob(EnqueueError):
+    """``enqueue(unique_key=..., on_duplicate="raise")`` found a job with that key waiting.
+
+    ``existing`` is that job. Nothing was written; the caller's transaction is usable.
+    """
+
+    def __init__(self, message: str, existing: Any) -> None:
+        super().__init__(message)
+        self.existing = existing
 
 
 class PayloadValidationError(EnqueueError):

@@ -40,6 +40,8 @@ CLAIMABLE = (JobStatus.READY, JobStatus.RETRYING)
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 #: Statuses ``cancel()`` ends at once (a running job is asked to stop instead).
 CANCELLABLE = (JobStatus.READY, JobStatus.RETRYING, JobStatus.HALTED)
+#: Jobs that will run (again) without anyone retrying them: a unique key's default scope.
+PENDING = (JobStatus.READY, JobStatus.RETRYING, JobStatus.HALTED)
 
 
 class PayloadField(models.JSONField):
@@ -134,6 +136,14 @@ class Job(models.Model):
     halt_reason = models.TextField(_("halt reason"), blank=True, default="", db_default="")
     # What resume() passed, encoded as payloads are: the handler's next run reads it.
     resume_data = PayloadField(_("resume data"), null=True, blank=True)
+    # enqueue(unique_key=...): no second job with this key is enqueued while this one waits.
+    # NULL, not "", for no key: the index leaves such rows out, and the INSERTs the column.
+    unique_key = models.CharField(  # noqa: DJ001
+        _("unique key"), max_length=255, null=True, blank=True
+    )
+
+    #: True on the job that enqueue(unique_key=...) returned instead of enqueueing another.
+    is_duplicate = False
 
     objects = JobQuerySet.as_manager()
 
@@ -164,6 +174,12 @@ class Job(models.Model):
                 F("lease_expires_at"),
                 name="outbox_job_lease",
                 condition=Q(status=JobStatus.RUNNING),
+            ),
+            # enqueue(unique_key=...) looks for a waiting job with the key.
+            models.Index(
+                F("unique_key"),
+                name="outbox_job_unique_key",
+                condition=Q(unique_key__isnull=False),
             ),
             # Retention pruning: the oldest finished jobs of a status, without a table scan.
             models.Index(

@@ -170,15 +170,29 @@ class Task:
         run_at: datetime.datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        unique_key: str | None = None,
+        unique_while: str = "pending",
+        on_duplicate: str = "return",
     ) -> Job:
         """Write a job for this task in the caller's transaction and return it.
 
         ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
-        ``priority`` and ``queue`` override the task's.
+        ``priority`` and ``queue`` override the task's; ``unique_key`` and its options: see
+        ``django_outbox.enqueue``.
         """
         from .enqueuing import enqueue
 
-        return enqueue(self, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+        return enqueue(
+            self,
+            payload,
+            delay=delay,
+            run_at=run_at,
+            priority=priority,
+            queue=queue,
+            unique_key=unique_key,
+            unique_while=unique_while,
+            on_duplicate=on_duplicate,
+        )
 
     def enqueue_many(
         self,

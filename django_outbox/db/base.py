@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 Result = tuple[int, list[Sequence[Any]]]
 
 
+class _Duplicate(Exception):
+    def __init__(self, existing: int) -> None:
+        self.existing = existing
+
+
 class DatabaseQueries:
     """The worker's and bulk enqueue's SQL for one database, behind one interface.
 
@@ -95,6 +100,39 @@ class DatabaseQueries:
     def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
         """Insert the unsaved ``job`` (its payload encoded) and fill in what the row got."""
         job.save(using=connection.alias, force_insert=True)
+
+    def insert_unique_job(
+        self, connection: BaseDatabaseWrapper, job: Job, statuses: Sequence[str]
+    ) -> int | None:
+        """Insert ``job`` unless a job with its ``unique_key`` is in ``statuses``: return that
+        job's id (``job`` unsaved), or None (``job`` inserted). Call inside a transaction.
+
+        This default serves a database with one writer at a time (SQLite): the INSERT takes
+        the write lock, so the check that follows it sees every committed job and no other
+        enqueuer can commit one meanwhile; a duplicate's INSERT is rolled back to a savepoint.
+        """
+        from django.db import transaction
+
+        from ..models import Job
+
+        try:
+            with transaction.atomic(using=connection.alias):
+                self.insert_job(connection, job)
+                earlier = (
+                    Job.objects.using(connection.alias)
+                    .filter(unique_key=job.unique_key, status__in=statuses, pk__lt=job.pk)
+                    .order_by("pk")
+                    .values_list("pk", flat=True)
+                    .first()
+                )
+                if earlier is not None:
+                    raise _Duplicate(earlier)
+        except _Duplicate as duplicate:
+            job.pk = None
+            job._state.adding = True
+            job._state.db = None
+            return duplicate.existing
+        return None
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]

@@ -95,10 +95,21 @@ RETURNING id
 # is now(), the database's clock.
 INSERT_JOB_SQL = f"""
 INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
-    max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors)
+    max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key)
 VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
-    now(), '', '', '[]'::jsonb)
+    now(), '', '', '[]'::jsonb, %s)
 RETURNING id, run_at, enqueued_at
+"""
+
+# enqueue(unique_key=...): enqueuers of one key wait for each other until the first one's
+# transaction ends, then each looks (with a snapshot taken after the wait) for a job with it.
+# Keys are hashed into the second half of a two-int advisory lock; a collision only makes two
+# keys' enqueuers wait for each other.
+UNIQUE_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+#: The first half of the outbox's advisory locks ("obox"), apart from an application's own.
+UNIQUE_LOCK_CLASS = int.from_bytes(b"obox", "big") & 0x7FFFFFFF
+UNIQUE_EXISTING_SQL = f"""
+SELECT id FROM {TABLE} WHERE unique_key = %s AND status = ANY(%s) ORDER BY id LIMIT 1
 """
 
 # Many jobs of one task and options in one statement: only the payloads differ, so they travel
@@ -238,11 +249,30 @@ class PostgreSQLQueries(DatabaseQueries):
     def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
         run_at = job.run_at if isinstance(job.run_at, datetime.datetime) else None
         payload = None if job.payload is None else json.dumps(job.payload)
-        params = (job.task_name, job.queue, payload, job.priority, run_at, job.max_attempts)
+        params = (
+            job.task_name,
+            job.queue,
+            payload,
+            job.priority,
+            run_at,
+            job.max_attempts,
+            job.unique_key,
+        )
         _, rows = self.execute(connection, INSERT_JOB_SQL, params)
         job.id, job.run_at, job.enqueued_at = rows[0]
         job._state.adding = False
         job._state.db = connection.alias
+
+    def insert_unique_job(
+        self, connection: BaseDatabaseWrapper, job: Job, statuses: Sequence[str]
+    ) -> int | None:
+        self.execute(connection, UNIQUE_LOCK_SQL, (UNIQUE_LOCK_CLASS, job.unique_key))
+        _, rows = self.execute(connection, UNIQUE_EXISTING_SQL, (job.unique_key, list(statuses)))
+        if rows:
+            existing: int = rows[0][0]
+            return existing
+        self.insert_job(connection, job)
+        return None
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
