@@ -317,7 +317,26 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
             )
         if "RETRY" in options:
             errors += _retry_errors(options["RETRY"], f"OUTBOX['QUEUES'][{brief(name)}]['RETRY']")
+        if "MAX_SIZE" in options and (problem := max_size_error(options["MAX_SIZE"])):
+            errors.append(
+                Error(
+                    f"OUTBOX['QUEUES'][{brief(name)}]['MAX_SIZE']: {problem}",
+                    hint="The most jobs that may wait in the queue; leave it out for no bound.",
+                    id="django_outbox.E008",
+                )
+            )
     return errors
+
+
+def max_size_error(max_size: object) -> str | None:
+    """Return why ``max_size`` is not a queue's MAX_SIZE, or None."""
+    if max_size is None:
+        return None
+    if not isinstance(max_size, int) or isinstance(max_size, bool):
+        return f"must be a whole number or None, not {brief(max_size)}."
+    if not 1 <= max_size <= INTEGER_MAX:
+        return f"must be from 1 to {INTEGER_MAX}, not {_number_text(max_size)}."
+    return None
 
 
 def outbox_setting_errors(user: object) -> list[CheckMessage]:

@@ -41,13 +41,15 @@ DEFAULTS: dict[str, Any] = {
     # How long finished jobs are kept, in seconds (None: forever). Workers delete older ones in
     # small batches; the claim never reads them either way (partial indexes).
     "RETENTION": {"SUCCEEDED": 86400.0, "FAILED": 7 * 86400.0, "CANCELLED": 7 * 86400.0},
-    # Per-queue overrides: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0}}.
+    # Per-queue options: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0,
+    # "MAX_SIZE": 10000}}. MAX_SIZE bounds the jobs waiting in the queue (enqueue raises
+    # QueueFull beyond it); no bound by default.
     "QUEUES": {},
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
 RETENTION_KEYS = frozenset(DEFAULTS["RETENTION"])
-QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY"})
+QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class QueueOptions:
     max_attempts: int
     retry: dict[str, float]
     priority: int
+    # The most jobs that may wait (ready or retrying) in the queue; None: no bound.
+    max_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class OutboxSettings:
             max_attempts=own.get("MAX_ATTEMPTS", self.max_attempts),
             retry={**self.retry, **own.get("RETRY", {})},
             priority=own.get("PRIORITY", 0),
+            max_size=own.get("MAX_SIZE"),
         )
 
 

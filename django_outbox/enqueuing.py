@@ -19,7 +19,7 @@ from django.utils import timezone
 from .checks import priority_error, queue_name_error
 from .conf import get_settings
 from .enqueued import EnqueuedJobs
-from .exceptions import DuplicateJob, EnqueueError
+from .exceptions import DuplicateJob, EnqueueError, QueueFull
 from .registry import get_task
 from .serialization import brief, encode, text_error
 from .tasks import Task
@@ -212,6 +212,9 @@ def enqueue(
     (``"unfinished"``: running too): the waiting job is returned instead, with
     ``is_duplicate`` true, or ``DuplicateJob`` raised (``on_duplicate="raise"``).
     Concurrent enqueuers of one key are serialized until the first one's transaction ends.
+
+    Into a queue with a ``MAX_SIZE`` (``OUTBOX["QUEUES"]``) that many jobs already wait in,
+    raise ``QueueFull``; nothing is written and the caller's transaction stays usable.
     """
     if problem := _unique_options_error(unique_key, unique_while, on_duplicate):
         raise EnqueueError(problem)
@@ -220,11 +223,12 @@ def enqueue(
 
     using = get_settings().database
     connection = connections[using]
-    if unique_key is None:
+    max_size = get_settings().queue_options(job.queue).max_size
+    if unique_key is None and max_size is None:
         queries_for(connection).insert_job(connection, job)
     else:
         job.unique_key = unique_key
-        existing = _insert_unique(job, unique_while, using)
+        existing = _insert_checked(job, unique_while, max_size, using)
         if existing is not None:
             if on_duplicate == "raise":
                 raise DuplicateJob(
@@ -237,22 +241,50 @@ def enqueue(
     return job
 
 
-def _insert_unique(job: Job, unique_while: str, using: str) -> Job | None:
-    """Insert ``job`` unless its unique key is taken; return the job that holds it, if any."""
+def _insert_checked(job: Job, unique_while: str, max_size: int | None, using: str) -> Job | None:
+    """Insert ``job`` if its unique key is free and its queue has room; return the job that
+    holds the key instead (nothing inserted), or raise QueueFull.
+
+    Enqueuers that check wait for each other (``serialize_enqueuers``) until the first one's
+    transaction ends, so no two of them both find the key free or the last place empty.
+    """
     from .db import queries_for
     from .models import PENDING, Job, JobStatus
 
-    statuses = [*PENDING, JobStatus.RUNNING] if unique_while == "unfinished" else list(PENDING)
+    queries = queries_for(connections[using])
     connection = connections[using]
-    # A transaction of its own when the caller has none: the check and the insert (and, on
-    # PostgreSQL, the lock that keeps other enqueuers of the key waiting) go together.
+    # A transaction of its own when the caller has none: the wait, the check and the insert
+    # go together; a savepoint otherwise, so that QueueFull leaves the caller's usable.
     with transaction.atomic(using=using):
-        existing_id = queries_for(connection).insert_unique_job(connection, job, statuses)
-        if existing_id is None:
-            return None
-        existing = Job.objects.using(using).get(pk=existing_id)
-    existing.is_duplicate = True
-    return existing
+        if job.unique_key is not None:
+            queries.serialize_enqueuers(connection, f"unique:{job.unique_key}")
+            statuses = [*PENDING, JobStatus.RUNNING] if unique_while == "unfinished" else PENDING
+            existing = (
+                Job.objects.using(using)
+                .filter(unique_key=job.unique_key, status__in=statuses)
+                .order_by("pk")
+                .first()
+            )
+            if existing is not None:
+                existing.is_duplicate = True
+                return existing
+        if max_size is not None:
+            _reserve_room(job.queue, max_size, 1, using)
+        queries.insert_job(connection, job)
+    return None
+
+
+def _reserve_room(queue: str, max_size: int, adding: int, using: str) -> None:
+    """Raise QueueFull unless ``adding`` more jobs fit in ``queue``; others wait meanwhile."""
+    from .db import queries_for
+    from .models import Job
+
+    connection = connections[using]
+    queries_for(connection).serialize_enqueuers(connection, f"queue:{queue}")
+    # Along the claim index, and no further than the limit: a full queue costs max_size rows.
+    waiting = Job.objects.using(using).claimable().filter(queue=queue)[:max_size].count()
+    if waiting + adding > max_size:
+        raise QueueFull(queue, waiting, max_size, adding)
 
 
 def enqueue_many(
@@ -302,6 +334,13 @@ def enqueue_many(
 
     using = get_settings().database
     connection = connections[using]
-    jobs = queries_for(connection).insert_jobs(connection, template, encoded)
+    max_size = get_settings().queue_options(template.queue).max_size
+    if max_size is None:
+        jobs = queries_for(connection).insert_jobs(connection, template, encoded)
+    else:
+        # All or nothing, as for a bad payload: the whole batch fits, or none of it is written.
+        with transaction.atomic(using=using):
+            _reserve_room(template.queue, max_size, len(encoded), using)
+            jobs = queries_for(connection).insert_jobs(connection, template, encoded)
     jobs_enqueued(using, [template.queue])
     return jobs

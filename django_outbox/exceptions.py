@@ -43,6 +43,23 @@ class DuplicateJob(EnqueueError):
         self.existing = existing
 
 
+class QueueFull(EnqueueError):
+    """The queue holds its ``MAX_SIZE`` of waiting jobs; nothing was written.
+
+    ``queue``, ``size`` (jobs waiting when checked) and ``limit`` say which and how full.
+    """
+
+    def __init__(self, queue: str, size: int, limit: int, adding: int = 1) -> None:
+        more = f"{adding} more jobs" if adding != 1 else "another job"
+        super().__init__(
+            f"Queue {queue!r} is full: {size} jobs wait and its MAX_SIZE is {limit}, so "
+            f"{more} cannot be enqueued. Nothing was written."
+        )
+        self.queue = queue
+        self.size = size
+        self.limit = limit
+
+
 class PayloadValidationError(EnqueueError):
     """The task's ``validate_payload`` refused the payload; nothing was written."""
 

@@ -101,38 +101,17 @@ class DatabaseQueries:
         """Insert the unsaved ``job`` (its payload encoded) and fill in what the row got."""
         job.save(using=connection.alias, force_insert=True)
 
-    def insert_unique_job(
-        self, connection: BaseDatabaseWrapper, job: Job, statuses: Sequence[str]
-    ) -> int | None:
-        """Insert ``job`` unless a job with its ``unique_key`` is in ``statuses``: return that
-        job's id (``job`` unsaved), or None (``job`` inserted). Call inside a transaction.
+    def serialize_enqueuers(self, connection: BaseDatabaseWrapper, key: str) -> None:
+        """Make other transactions that call this with ``key`` wait until this one ends.
 
-        This default serves a database with one writer at a time (SQLite): the INSERT takes
-        the write lock, so the check that follows it sees every committed job and no other
-        enqueuer can commit one meanwhile; a duplicate's INSERT is rolled back to a savepoint.
+        For checks that must see every committed job before inserting (a unique key, a
+        queue's size). Call inside a transaction. This default serves a database with one
+        writer at a time (SQLite): taking the write lock (a write that changes nothing) makes
+        every other writer wait, and the reads that follow see every committed job.
         """
-        from django.db import transaction
-
         from ..models import Job
 
-        try:
-            with transaction.atomic(using=connection.alias):
-                self.insert_job(connection, job)
-                earlier = (
-                    Job.objects.using(connection.alias)
-                    .filter(unique_key=job.unique_key, status__in=statuses, pk__lt=job.pk)
-                    .order_by("pk")
-                    .values_list("pk", flat=True)
-                    .first()
-                )
-                if earlier is not None:
-                    raise _Duplicate(earlier)
-        except _Duplicate as duplicate:
-            job.pk = None
-            job._state.adding = True
-            job._state.db = None
-            return duplicate.existing
-        return None
+        self.execute(connection, f"UPDATE {Job._meta.db_table} SET id = id WHERE 0 = 1", ())
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]

@@ -101,16 +101,13 @@ VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, no
 RETURNING id, run_at, enqueued_at
 """
 
-# enqueue(unique_key=...): enqueuers of one key wait for each other until the first one's
-# transaction ends, then each looks (with a snapshot taken after the wait) for a job with it.
-# Keys are hashed into the second half of a two-int advisory lock; a collision only makes two
-# keys' enqueuers wait for each other.
-UNIQUE_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+# Enqueuers that check before they insert (a unique key, a bounded queue's size) wait for
+# each other until the first one's transaction ends, then look with a snapshot taken after the
+# wait. Keys are hashed into the second half of a two-int advisory lock; a collision only makes
+# two keys' enqueuers wait for each other.
+ENQUEUERS_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
 #: The first half of the outbox's advisory locks ("obox"), apart from an application's own.
-UNIQUE_LOCK_CLASS = int.from_bytes(b"obox", "big") & 0x7FFFFFFF
-UNIQUE_EXISTING_SQL = f"""
-SELECT id FROM {TABLE} WHERE unique_key = %s AND status = ANY(%s) ORDER BY id LIMIT 1
-"""
+ENQUEUERS_LOCK_CLASS = int.from_bytes(b"obox", "big") & 0x7FFFFFFF
 
 # Many jobs of one task and options in one statement: only the payloads differ, so they travel
 # as one JSON array (one json.dumps), and the other columns once. A None payload is stored as
@@ -263,16 +260,8 @@ class PostgreSQLQueries(DatabaseQueries):
         job._state.adding = False
         job._state.db = connection.alias
 
-    def insert_unique_job(
-        self, connection: BaseDatabaseWrapper, job: Job, statuses: Sequence[str]
-    ) -> int | None:
-        self.execute(connection, UNIQUE_LOCK_SQL, (UNIQUE_LOCK_CLASS, job.unique_key))
-        _, rows = self.execute(connection, UNIQUE_EXISTING_SQL, (job.unique_key, list(statuses)))
-        if rows:
-            existing: int = rows[0][0]
-            return existing
-        self.insert_job(connection, job)
-        return None
+    def serialize_enqueuers(self, connection: BaseDatabaseWrapper, key: str) -> None:
+        self.execute(connection, ENQUEUERS_LOCK_SQL, (ENQUEUERS_LOCK_CLASS, key))
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
