@@ -339,6 +339,21 @@ def max_size_error(max_size: object) -> str | None:
     return None
 
 
+def _context_errors(context: object) -> list[CheckMessage]:
+    from .captured import variable_error
+
+    hint = (
+        'A list of dotted paths to contextvars.ContextVar objects, e.g. ["myapp.log.request_id"].'
+    )
+    if not isinstance(context, list | tuple):
+        return [Error("OUTBOX['CONTEXT'] must be a list.", hint=hint, id="django_outbox.E011")]
+    return [
+        Error(f"OUTBOX['CONTEXT']: {problem}", hint=hint, id="django_outbox.E011")
+        for path in context
+        if (problem := variable_error(path))
+    ]
+
+
 def outbox_setting_errors(user: object) -> list[CheckMessage]:
     """Return every problem with ``user``, the value of ``settings.OUTBOX``."""
     if not isinstance(user, dict):
@@ -399,6 +414,8 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
         errors += _retry_errors(user["RETRY"], "OUTBOX['RETRY']")
     if "RETENTION" in user:
         errors += _retention_errors(user["RETENTION"])
+    if "CONTEXT" in user:
+        errors += _context_errors(user["CONTEXT"])
     errors += _queues_errors(merged["QUEUES"])
     problem = queue_name_error(merged["DEFAULT_QUEUE"])
     if problem:

@@ -41,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     # How long finished jobs are kept, in seconds (None: forever). Workers delete older ones in
     # small batches; the claim never reads them either way (partial indexes).
     "RETENTION": {"SUCCEEDED": 86400.0, "FAILED": 7 * 86400.0, "CANCELLED": 7 * 86400.0},
+    # Dotted paths of contextvars.ContextVar objects (a request id, a log context) captured
+    # at enqueue and set again around the job's run in the worker.
+    "CONTEXT": [],
     # Per-queue options: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0,
     # "MAX_SIZE": 10000}}. MAX_SIZE bounds the jobs waiting in the queue (enqueue raises
     # QueueFull beyond it); no bound by default.
@@ -81,6 +84,7 @@ class OutboxSettings:
     prefetch: int
     retention: dict[str, float | None]
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    context: tuple[str, ...] = ()
 
     def queue_options(self, queue: str) -> QueueOptions:
         """Return the defaults for ``queue``: its own options over the global ones."""
@@ -133,6 +137,7 @@ def _build(user: Any) -> OutboxSettings:
         prefetch=int(merged["PREFETCH"]),
         retention={**DEFAULTS["RETENTION"], **user.get("RETENTION", {})},
         queues=dict(merged["QUEUES"]),
+        context=tuple(merged["CONTEXT"]),
     )
 
 

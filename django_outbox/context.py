@@ -36,6 +36,10 @@ class ClaimedJob:
     # What resume() passed (text as the claim returned it; ``resume_data`` once decoded).
     stored_resume_data: Any = None
     resume_data: Any = None
+    # OUTBOX["CONTEXT"]'s variables as captured at enqueue (text as the claim returned it;
+    # ``context``, {dotted path: value}, once decoded).
+    stored_context: Any = None
+    context: dict[str, Any] | None = None
     # When (time.monotonic()) and on which thread the handler started: for the watchdog.
     handler_started: float | None = field(default=None, repr=False)
     thread_ident: int | None = field(default=None, repr=False)
@@ -61,6 +65,19 @@ class ClaimedJob:
         if self.stored_resume_data is not None:
             self.resume_data = decode_stored(self.stored_resume_data)
         return self.payload
+
+    def decode_context(self) -> dict[str, Any] | None:
+        """Decode the captured context variables into ``context``; None if none or unreadable
+        (a job runs without a context it cannot read rather than fail for it)."""
+        from .serialization import decode_stored
+
+        if self.stored_context is not None and self.context is None:
+            try:
+                decoded = decode_stored(self.stored_context)
+            except Exception:
+                decoded = None
+            self.context = decoded if isinstance(decoded, dict) else None
+        return self.context
 
     @property
     def lease_lost(self) -> bool:

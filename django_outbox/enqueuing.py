@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from .captured import capture
 from .checks import priority_error, queue_name_error
 from .conf import get_settings
 from .enqueued import EnqueuedJobs
@@ -144,6 +145,7 @@ def build_job(
         payload=encode(payload),
         priority=task.priority_for(queue) if priority is None else priority,
         max_attempts=task.max_attempts_for(queue),
+        context=capture(),
     )
     when = _run_at(delay, run_at)
     if when is not None:

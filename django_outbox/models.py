@@ -142,6 +142,9 @@ class Job(models.Model):
         _("unique key"), max_length=255, null=True, blank=True
     )
 
+    # OUTBOX["CONTEXT"]'s variables as the enqueuer had them: {dotted path: encoded value}.
+    context = PayloadField(_("context"), null=True, blank=True)
+
     #: True on the job that enqueue(unique_key=...) returned instead of enqueueing another.
     is_duplicate = False
 

@@ -13,6 +13,7 @@ from typing import Literal
 from django.db import connections, transaction
 
 from . import signals
+from .captured import restored
 from .context import ClaimedJob, reset_current_job, set_current_job
 from .db import queries_for, retry_while_locked
 from .exceptions import (
@@ -120,7 +121,21 @@ def run_job(
     With ``complete_later``, an ``atomic=False`` job whose handler returned is passed to it
     (to be marked succeeded in a batch, then reported with ``report_succeeded``) and None is
     returned. ``atomic=True`` jobs always commit their success with the handler's writes.
+    The context variables captured at enqueue (``OUTBOX["CONTEXT"]``) are set meanwhile.
     """
+    if job.stored_context is None:
+        return _run_job(job, using, history_limit, fallback, complete_later)
+    with restored(job.decode_context()):
+        return _run_job(job, using, history_limit, fallback, complete_later)
+
+
+def _run_job(
+    job: ClaimedJob,
+    using: str,
+    history_limit: int,
+    fallback: RetryPolicy,
+    complete_later: Callable[[ClaimedJob], None] | None,
+) -> Outcome | None:
     try:
         task: Task | None = get_task(job.task_name)
     except LookupError:
@@ -237,8 +252,9 @@ def report_succeeded(job: ClaimedJob, task: Task | None = None) -> None:
     """Log the success of ``job`` and send ``job_succeeded``, once it is recorded."""
     if task is None:
         task = get_task(job.task_name)
-    logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempts)
-    signals.send(signals.job_succeeded, task, job=job)
+    with restored(job.context):
+        logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempts)
+        signals.send(signals.job_succeeded, task, job=job)
 
 
 def _fail(

@@ -62,6 +62,7 @@ RETURNING {
     ", ".join(f"job.{column}" for column in CLAIM_COLUMNS.split(", "))
     .replace("job.payload", "job.payload::text")
     .replace("job.resume_data", "job.resume_data::text")
+    .replace("job.context", "job.context::text")
 }
 """
 
@@ -95,9 +96,10 @@ RETURNING id
 # is now(), the database's clock.
 INSERT_JOB_SQL = f"""
 INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
-    max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key)
+    max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key,
+    context)
 VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
-    now(), '', '', '[]'::jsonb, %s)
+    now(), '', '', '[]'::jsonb, %s, %s::jsonb)
 RETURNING id, run_at, enqueued_at
 """
 
@@ -118,9 +120,10 @@ ENQUEUERS_LOCK_CLASS = int.from_bytes(b"obox", "big") & 0x7FFFFFFF
 INSERT_JOBS_SQL = f"""
 WITH inserted AS (
     INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
-        max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors)
+        max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, context)
     SELECT %(task_name)s, %(queue)s, NULLIF(payload, 'null'), '{JobStatus.READY}', %(priority)s,
-        COALESCE(%(run_at)s, now()), 0, %(max_attempts)s, '', now(), '', '', '[]'::jsonb
+        COALESCE(%(run_at)s, now()), 0, %(max_attempts)s, '', now(), '', '', '[]'::jsonb,
+        %(context)s::jsonb
     FROM jsonb_array_elements(%(payloads)s::jsonb) WITH ORDINALITY AS batch(payload, position)
     ORDER BY position
     RETURNING id
@@ -254,6 +257,7 @@ class PostgreSQLQueries(DatabaseQueries):
             run_at,
             job.max_attempts,
             job.unique_key,
+            None if job.context is None else json.dumps(job.context),
         )
         _, rows = self.execute(connection, INSERT_JOB_SQL, params)
         job.id, job.run_at, job.enqueued_at = rows[0]
@@ -274,6 +278,7 @@ class PostgreSQLQueries(DatabaseQueries):
             "priority": template.priority,
             "run_at": run_at,
             "max_attempts": template.max_attempts,
+            "context": None if template.context is None else json.dumps(template.context),
             "payloads": json.dumps(payloads),
         }
         # Django's cursor: this runs in the caller's transaction, as the ORM's writes do.

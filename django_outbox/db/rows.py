@@ -10,7 +10,8 @@ from ..context import ClaimedJob
 
 #: The columns every claim query returns, in this order.
 CLAIM_COLUMNS = (
-    "id, task_name, queue, payload, attempts, max_attempts, priority, lease_token, resume_data"
+    "id, task_name, queue, payload, attempts, max_attempts, priority, lease_token, resume_data, "
+    "context"
 )
 
 
@@ -22,7 +23,18 @@ def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJ
     """
     jobs = []
     for row in rows:
-        job_id, task_name, queue, payload, attempts, max_attempts, priority, token, resumed = row
+        (
+            job_id,
+            task_name,
+            queue,
+            payload,
+            attempts,
+            max_attempts,
+            priority,
+            token,
+            resumed,
+            context,
+        ) = row
         jobs.append(
             ClaimedJob(
                 id=job_id,
@@ -35,6 +47,7 @@ def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJ
                 lease_token=token if isinstance(token, uuid.UUID) else uuid.UUID(token),
                 worker_id=worker_id,
                 stored_resume_data=resumed,
+                stored_context=context,
             )
         )
     # UPDATE ... RETURNING gives rows in no particular order.

@@ -68,6 +68,7 @@ def claim_job(job_id: int) -> ClaimedJob | None:
             "priority",
             "lease_token",
             Cast("resume_data", TextField()),
+            Cast("context", TextField()),
         )
         .get()
     )

@@ -357,3 +357,11 @@ def times_out(payload):
     """Writes a note, then runs past its timeout until the worker gives its lease up."""
     Note.objects.create(text="written by an attempt that timed out", job_id=current_job().id)
     _sleep_until_lease_lost(10)
+
+
+@task
+def notes_request_id(payload):
+    """Write down the request id the handler sees (OUTBOX["CONTEXT"] restores it)."""
+    from .logcontext import request_id
+
+    Note.objects.create(text=f"request {request_id.get('none')}", job_id=current_job().id)
