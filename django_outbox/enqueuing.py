@@ -111,6 +111,7 @@ def build_job(
     priority: int | None = None,
     queue: str | None = None,
     validate: bool = True,
+    lock: str | None = None,
 ) -> Job:
     """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them
     (and, with ``validate``, the payload against the task's ``validate_payload``)."""
@@ -130,6 +131,8 @@ def build_job(
         raise EnqueueError(problem)
     if priority is not None and (problem := priority_error(priority)):
         raise EnqueueError(problem)
+    if problem := _key_error("lock", lock):
+        raise EnqueueError(problem)
     # Imported here so that this module, re-exported by the package, imports before the app
     # registry is ready (a project's models.py may import enqueue).
     from .models import Job
@@ -146,6 +149,7 @@ def build_job(
         priority=task.priority_for(queue) if priority is None else priority,
         max_attempts=task.max_attempts_for(queue),
         context=capture(),
+        lock_key=lock,
     )
     when = _run_at(delay, run_at)
     if when is not None:
@@ -171,20 +175,26 @@ def _on_the_database_clock(when: datetime.datetime) -> datetime.datetime:
 UNIQUE_SCOPES = ("pending", "unfinished")
 #: ``on_duplicate``: what enqueue does with a duplicate.
 ON_DUPLICATE = ("return", "raise")
-UNIQUE_KEY_MAX_LENGTH = 255
+#: The longest unique_key or lock (the columns' length).
+KEY_MAX_LENGTH = 255
+
+
+def _key_error(name: str, key: Any) -> str | None:
+    """Return why ``key`` cannot be a job's ``name`` (unique_key, lock), or None."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        return f"{name} must be a non-empty string, not {brief(key)}."
+    if len(key) > KEY_MAX_LENGTH:
+        return f"{name} must be at most {KEY_MAX_LENGTH} characters, not {len(key)}."
+    if problem := text_error(key):
+        return f"{name} {brief(key)} {problem}."
+    return None
 
 
 def _unique_options_error(unique_key: Any, unique_while: Any, on_duplicate: Any) -> str | None:
-    if unique_key is not None:
-        if not isinstance(unique_key, str) or not unique_key:
-            return f"unique_key must be a non-empty string, not {brief(unique_key)}."
-        if len(unique_key) > UNIQUE_KEY_MAX_LENGTH:
-            return (
-                f"unique_key must be at most {UNIQUE_KEY_MAX_LENGTH} characters, not "
-                f"{len(unique_key)}."
-            )
-        if problem := text_error(unique_key):
-            return f"unique_key {brief(unique_key)} {problem}."
+    if problem := _key_error("unique_key", unique_key):
+        return problem
     if unique_while not in UNIQUE_SCOPES:
         return f"unique_while must be one of {UNIQUE_SCOPES}, not {brief(unique_while)}."
     if on_duplicate not in ON_DUPLICATE:
@@ -200,6 +210,7 @@ def enqueue(
     run_at: datetime.datetime | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    lock: str | None = None,
     unique_key: str | None = None,
     unique_while: str = "pending",
     on_duplicate: str = "return",
@@ -208,6 +219,9 @@ def enqueue(
 
     The job is part of the caller's transaction on the outbox database: rolled back, it never
     existed; committed, it is durable. Raise EnqueueError (nothing written) on bad input.
+
+    Jobs with the same ``lock`` run one at a time, in order (priority, then enqueue order),
+    whatever the number of workers; a job that retries keeps its place.
 
     With ``unique_key``, no second job with that key is written while one waits to run
     (``unique_while="pending"``: ready, retrying or halted) or has not finished
@@ -220,7 +234,9 @@ def enqueue(
     """
     if problem := _unique_options_error(unique_key, unique_while, on_duplicate):
         raise EnqueueError(problem)
-    job = build_job(task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue)
+    job = build_job(
+        task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue, lock=lock
+    )
     from .db import queries_for  # Imports the model: see build_job.
 
     using = get_settings().database
@@ -297,6 +313,7 @@ def enqueue_many(
     run_at: datetime.datetime | None = None,
     priority: int | None = None,
     queue: str | None = None,
+    lock: str | None = None,
 ) -> EnqueuedJobs:
     """Write one job per payload, in one INSERT where the database allows, and return them.
 
@@ -320,7 +337,14 @@ def enqueue_many(
         ) from None
     # The options are the same for every job: check them once.
     template = build_job(
-        task, None, delay=delay, run_at=run_at, priority=priority, queue=queue, validate=False
+        task,
+        None,
+        delay=delay,
+        run_at=run_at,
+        priority=priority,
+        queue=queue,
+        validate=False,
+        lock=lock,
     )
     declared = task if isinstance(task, Task) else get_task(task)
     encoded = []

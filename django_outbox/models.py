@@ -42,6 +42,9 @@ FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 CANCELLABLE = (JobStatus.READY, JobStatus.RETRYING, JobStatus.HALTED)
 #: Jobs that will run (again) without anyone retrying them: a unique key's default scope.
 PENDING = (JobStatus.READY, JobStatus.RETRYING, JobStatus.HALTED)
+#: Statuses in which a job holds its place in the line of its lock key (enqueue(lock=...)):
+#: the jobs behind it wait until it has finished.
+IN_LINE = (JobStatus.READY, JobStatus.RETRYING, JobStatus.RUNNING, JobStatus.HALTED)
 
 
 class PayloadField(models.JSONField):
@@ -142,6 +145,10 @@ class Job(models.Model):
         _("unique key"), max_length=255, null=True, blank=True
     )
 
+    # enqueue(lock=...): jobs with one key run one at a time, in order (priority, then id).
+    lock_key = models.CharField(  # noqa: DJ001 (NULL for none: the index leaves those out)
+        _("lock key"), max_length=255, null=True, blank=True
+    )
     # OUTBOX["CONTEXT"]'s variables as the enqueuer had them: {dotted path: encoded value}.
     context = PayloadField(_("context"), null=True, blank=True)
 
@@ -177,6 +184,14 @@ class Job(models.Model):
                 F("lease_expires_at"),
                 name="outbox_job_lease",
                 condition=Q(status=JobStatus.RUNNING),
+            ),
+            # The claim's check that no job of the same lock key is ahead of a candidate.
+            models.Index(
+                F("lock_key"),
+                F("priority").desc(),
+                F("id"),
+                name="outbox_job_lock_line",
+                condition=Q(lock_key__isnull=False, status__in=IN_LINE),
             ),
             # enqueue(unique_key=...) looks for a waiting job with the key.
             models.Index(

@@ -170,6 +170,7 @@ class Task:
         run_at: datetime.datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        lock: str | None = None,
         unique_key: str | None = None,
         unique_while: str = "pending",
         on_duplicate: str = "return",
@@ -177,8 +178,8 @@ class Task:
         """Write a job for this task in the caller's transaction and return it.
 
         ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
-        ``priority`` and ``queue`` override the task's; ``unique_key`` and its options: see
-        ``django_outbox.enqueue``.
+        ``priority`` and ``queue`` override the task's; ``lock``, ``unique_key`` and its options:
+        see ``django_outbox.enqueue``.
         """
         from .enqueuing import enqueue
 
@@ -189,6 +190,7 @@ class Task:
             run_at=run_at,
             priority=priority,
             queue=queue,
+            lock=lock,
             unique_key=unique_key,
             unique_while=unique_while,
             on_duplicate=on_duplicate,
@@ -202,12 +204,13 @@ class Task:
         run_at: datetime.datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        lock: str | None = None,
     ) -> EnqueuedJobs:
         """Write one job of this task per payload in one INSERT; see ``enqueue_many``."""
         from .enqueuing import enqueue_many
 
         return enqueue_many(
-            self, payloads, delay=delay, run_at=run_at, priority=priority, queue=queue
+            self, payloads, delay=delay, run_at=run_at, priority=priority, queue=queue, lock=lock
         )
 
 

@@ -20,7 +20,7 @@ from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from ..outage import ErrorBackoff
 from .base import DatabaseQueries, Result
-from .rows import CLAIM_COLUMNS, claimed_jobs
+from .rows import CLAIM_COLUMNS, LINE_CONDITION, claimed_jobs
 
 logger = logging.getLogger("django_outbox.worker")
 
@@ -37,10 +37,10 @@ CHANNEL = "django_outbox"
 # would fail the whole claim on one row's poison payload (one nested too deep, say).
 CLAIM_SQL = f"""
 WITH picked AS (
-    SELECT id FROM {TABLE}
+    SELECT id FROM {TABLE} AS candidate
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= now()
-      {{queue_filter}}
+      {{queue_filter}}{LINE_CONDITION}
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -97,9 +97,9 @@ RETURNING id
 INSERT_JOB_SQL = f"""
 INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
     max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key,
-    context)
+    context, lock_key)
 VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
-    now(), '', '', '[]'::jsonb, %s, %s::jsonb)
+    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s)
 RETURNING id, run_at, enqueued_at
 """
 
@@ -120,10 +120,11 @@ ENQUEUERS_LOCK_CLASS = int.from_bytes(b"obox", "big") & 0x7FFFFFFF
 INSERT_JOBS_SQL = f"""
 WITH inserted AS (
     INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
-        max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, context)
+        max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, context,
+        lock_key)
     SELECT %(task_name)s, %(queue)s, NULLIF(payload, 'null'), '{JobStatus.READY}', %(priority)s,
         COALESCE(%(run_at)s, now()), 0, %(max_attempts)s, '', now(), '', '', '[]'::jsonb,
-        %(context)s::jsonb
+        %(context)s::jsonb, %(lock_key)s
     FROM jsonb_array_elements(%(payloads)s::jsonb) WITH ORDINALITY AS batch(payload, position)
     ORDER BY position
     RETURNING id
@@ -258,6 +259,7 @@ class PostgreSQLQueries(DatabaseQueries):
             job.max_attempts,
             job.unique_key,
             None if job.context is None else json.dumps(job.context),
+            job.lock_key,
         )
         _, rows = self.execute(connection, INSERT_JOB_SQL, params)
         job.id, job.run_at, job.enqueued_at = rows[0]
@@ -279,6 +281,7 @@ class PostgreSQLQueries(DatabaseQueries):
             "run_at": run_at,
             "max_attempts": template.max_attempts,
             "context": None if template.context is None else json.dumps(template.context),
+            "lock_key": template.lock_key,
             "payloads": json.dumps(payloads),
         }
         # Django's cursor: this runs in the caller's transaction, as the ORM's writes do.

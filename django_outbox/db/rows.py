@@ -7,12 +7,28 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..context import ClaimedJob
+from ..models import IN_LINE, Job, JobStatus
 
 #: The columns every claim query returns, in this order.
 CLAIM_COLUMNS = (
     "id, task_name, queue, payload, attempts, max_attempts, priority, lease_token, resume_data, "
     "context"
 )
+
+
+#: The claim's condition for a candidate row (aliased ``candidate``) of a lock key: no other
+#: job of its key is running, or waits ahead of it in the key's line (higher priority, or the
+#: same and enqueued earlier), whatever its run_at: a retrying or halted job keeps its place.
+#: Unkeyed rows pass at the first test. Both databases read it the same way.
+LINE_CONDITION = f"""
+      AND (candidate.lock_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {Job._meta.db_table} AS ahead
+          WHERE ahead.lock_key = candidate.lock_key
+            AND ahead.status IN ({", ".join(f"'{status}'" for status in IN_LINE)})
+            AND (ahead.status = '{JobStatus.RUNNING}'
+                 OR ahead.priority > candidate.priority
+                 OR (ahead.priority = candidate.priority AND ahead.id < candidate.id))
+      ))"""
 
 
 def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJob]:

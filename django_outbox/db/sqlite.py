@@ -21,7 +21,7 @@ from ..context import ClaimedJob
 from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from .base import DatabaseQueries, Result
-from .rows import CLAIM_COLUMNS, claimed_jobs
+from .rows import CLAIM_COLUMNS, LINE_CONDITION, claimed_jobs
 
 TABLE = Job._meta.db_table
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
@@ -44,10 +44,10 @@ SET status = '{JobStatus.RUNNING}',
     started_at = {NOW},
     finished_at = NULL
 WHERE id IN (
-    SELECT id FROM {TABLE}
+    SELECT id FROM {TABLE} AS candidate
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= {DUE_BY}
-      {{queue_filter}}
+      {{queue_filter}}{LINE_CONDITION}
     ORDER BY priority DESC, run_at, id
     LIMIT ?
 )

@@ -365,3 +365,14 @@ def notes_request_id(payload):
     from .logcontext import request_id
 
     Note.objects.create(text=f"request {request_id.get('none')}", job_id=current_job().id)
+
+
+@task(atomic=False, max_attempts=3)
+def runs_in_line(payload):
+    """Log when this run of payload["label"] starts and ends (the system-wide monotonic clock),
+    with a short sleep between: tests read the file to see which runs overlapped."""
+    with Path(payload["log"]).open("a") as log:
+        log.write(f"start {payload['label']} {time.monotonic()!r} {os.getpid()}\n")
+    time.sleep(payload.get("sleep", 0.02))
+    with Path(payload["log"]).open("a") as log:
+        log.write(f"end {payload['label']} {time.monotonic()!r} {os.getpid()}\n")
