@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .conf import get_settings
 from .control import cancel_jobs, resume_jobs
-from .models import Job, JobStatus
+from .models import CLAIMABLE, Job, JobStatus
 from .transitions import retry_failed
 
 if TYPE_CHECKING:
@@ -143,7 +143,9 @@ class JobAdmin(JobModelAdmin):
                     "status_display",
                     "priority",
                     "attempts_display",
+                    "dependencies_display",
                     "unique_key",
+                    "lock_key",
                     "halt_reason",
                 )
             },
@@ -162,7 +164,9 @@ class JobAdmin(JobModelAdmin):
         "status_display",
         "priority",
         "attempts_display",
+        "dependencies_display",
         "unique_key",
+        "lock_key",
         "halt_reason",
         "payload_display",
         "resume_data_display",
@@ -263,7 +267,31 @@ class JobAdmin(JobModelAdmin):
         label = str(JobStatus(job.status).label) if job.status in JobStatus.values else job.status
         if job.cancel_requested and job.status == JobStatus.RUNNING:
             return f"{label} ({gettext('cancel requested')})"
+        if job.has_dependencies and job.status in CLAIMABLE:
+            return f"{label} ({gettext('after its dependencies')})"
         return label
+
+    @admin.display(description=_("depends on"))
+    def dependencies_display(self, job: Job) -> str:
+        parents = (
+            Job.objects.using(job._state.db)
+            .filter(dependents__job=job)
+            .order_by("pk")
+            .values_list("pk", "status")
+        )
+        listed = dict(parents)
+        missing = [
+            pk
+            for pk in job.dependencies.values_list("depends_on_id", flat=True)
+            if pk not in listed
+        ]
+        if not listed and not missing:
+            return "-"
+        return format_html_join(
+            ", ",
+            "#{} ({})",
+            [*listed.items(), *((pk, gettext("deleted")) for pk in missing)],
+        )
 
     @admin.display(description=_("attempts"))
     def attempts_display(self, job: Job) -> str:

@@ -211,6 +211,7 @@ def enqueue(
     priority: int | None = None,
     queue: str | None = None,
     lock: str | None = None,
+    depends_on: Job | int | Iterable[Job | int] | None = None,
     unique_key: str | None = None,
     unique_while: str = "pending",
     on_duplicate: str = "return",
@@ -223,6 +224,10 @@ def enqueue(
     Jobs with the same ``lock`` run one at a time, in order (priority, then enqueue order),
     whatever the number of workers; a job that retries keeps its place.
 
+    With ``depends_on`` (a job or its id, or several), the job does not start before every
+    one of them has succeeded; one that fails for good keeps it waiting until it is retried
+    and succeeds. An id no job has is an EnqueueError, nothing written.
+
     With ``unique_key``, no second job with that key is written while one waits to run
     (``unique_while="pending"``: ready, retrying or halted) or has not finished
     (``"unfinished"``: running too): the waiting job is returned instead, with
@@ -234,6 +239,7 @@ def enqueue(
     """
     if problem := _unique_options_error(unique_key, unique_while, on_duplicate):
         raise EnqueueError(problem)
+    parents = _dependency_ids(depends_on)
     job = build_job(
         task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue, lock=lock
     )
@@ -242,11 +248,11 @@ def enqueue(
     using = get_settings().database
     connection = connections[using]
     max_size = get_settings().queue_options(job.queue).max_size
-    if unique_key is None and max_size is None:
+    if unique_key is None and max_size is None and not parents:
         queries_for(connection).insert_job(connection, job)
     else:
         job.unique_key = unique_key
-        existing = _insert_checked(job, unique_while, max_size, using)
+        existing = _insert_checked(job, unique_while, max_size, parents, using)
         if existing is not None:
             if on_duplicate == "raise":
                 raise DuplicateJob(
@@ -259,7 +265,47 @@ def enqueue(
     return job
 
 
-def _insert_checked(job: Job, unique_while: str, max_size: int | None, using: str) -> Job | None:
+#: The most jobs one job may depend on.
+DEPENDENCIES_MAX = 1_000
+
+
+def _dependency_ids(depends_on: Any) -> list[int]:
+    """Return the distinct ids ``depends_on`` names (a Job, an id, or an iterable of them)."""
+    from .models import Job
+
+    if depends_on is None:
+        return []
+    items = [depends_on] if isinstance(depends_on, Job | int | str) else depends_on
+    try:
+        items = list(items)
+    except TypeError:
+        raise EnqueueError(
+            "depends_on must be a job, a job's id, or a list of them, not "
+            f"{type(depends_on).__name__}."
+        ) from None
+    ids: list[int] = []
+    for item in items:
+        if isinstance(item, Job):
+            if item.pk is None:
+                raise EnqueueError("depends_on names a job that was never saved (it has no id).")
+            ids.append(int(item.pk))
+        elif isinstance(item, int) and not isinstance(item, bool):
+            ids.append(item)
+        else:
+            raise EnqueueError(
+                f"depends_on must name jobs by Job or id (int), not {type(item).__name__}."
+            )
+    if len(set(ids)) > DEPENDENCIES_MAX:
+        raise EnqueueError(
+            f"depends_on names {len(set(ids))} jobs; a job may depend on at most "
+            f"{DEPENDENCIES_MAX} (django_outbox.enqueuing.DEPENDENCIES_MAX)."
+        )
+    return sorted(set(ids))
+
+
+def _insert_checked(
+    job: Job, unique_while: str, max_size: int | None, parents: list[int], using: str
+) -> Job | None:
     """Insert ``job`` if its unique key is free and its queue has room; return the job that
     holds the key instead (nothing inserted), or raise QueueFull.
 
@@ -267,7 +313,7 @@ def _insert_checked(job: Job, unique_while: str, max_size: int | None, using: st
     transaction ends, so no two of them both find the key free or the last place empty.
     """
     from .db import queries_for
-    from .models import PENDING, Job, JobStatus
+    from .models import PENDING, Job, JobDependency, JobStatus
 
     queries = queries_for(connections[using])
     connection = connections[using]
@@ -286,9 +332,27 @@ def _insert_checked(job: Job, unique_while: str, max_size: int | None, using: st
             if existing is not None:
                 existing.is_duplicate = True
                 return existing
+        if parents:
+            found = set(
+                Job.objects.using(using).filter(pk__in=parents).values_list("pk", flat=True)
+            )
+            if missing := [parent for parent in parents if parent not in found]:
+                raise EnqueueError(
+                    f"depends_on: no job has id {', '.join(map(str, missing[:10]))}"
+                    f"{' ...' if len(missing) > 10 else ''} (never enqueued, or pruned since "
+                    "it finished). Nothing was enqueued."
+                )
+            job.has_dependencies = True
         if max_size is not None:
             _reserve_room(job.queue, max_size, 1, using)
         queries.insert_job(connection, job)
+        if parents:
+            JobDependency.objects.using(using).bulk_create(
+                [JobDependency(job_id=job.pk, depends_on_id=parent) for parent in parents]
+            )
+            Job.objects.using(using).filter(pk__in=parents, has_dependents=False).update(
+                has_dependents=True
+            )
     return None
 
 

@@ -149,6 +149,11 @@ class Job(models.Model):
     lock_key = models.CharField(  # noqa: DJ001 (NULL for none: the index leaves those out)
         _("lock key"), max_length=255, null=True, blank=True
     )
+    # enqueue(depends_on=...): the claim takes this job only once every job it depends on
+    # (JobDependency rows) has succeeded. False for most jobs: the claim's check is skipped.
+    has_dependencies = models.BooleanField(_("has dependencies"), default=False, db_default=False)
+    # Another job depends on this one: the retention pruner keeps it while that one waits.
+    has_dependents = models.BooleanField(_("has dependents"), default=False, db_default=False)
     # OUTBOX["CONTEXT"]'s variables as the enqueuer had them: {dotted path: encoded value}.
     context = PayloadField(_("context"), null=True, blank=True)
 
@@ -233,3 +238,25 @@ class Job(models.Model):
         from .serialization import decode
 
         return decode(self.payload)
+
+
+class JobDependency(models.Model):
+    """``job`` may not start before ``depends_on`` has succeeded (enqueue(depends_on=...))."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependencies")
+    # No foreign key constraint: the retention pruner deletes finished jobs without looking
+    # here, except that it keeps those an unfinished job still waits on.
+    depends_on = models.ForeignKey(
+        Job, on_delete=models.DO_NOTHING, db_constraint=False, related_name="dependents"
+    )
+
+    class Meta:
+        verbose_name = _("job dependency")
+        verbose_name_plural = _("job dependencies")
+        constraints = [
+            models.UniqueConstraint(fields=["job", "depends_on"], name="outbox_dependency_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id} after #{self.depends_on_id}"

@@ -171,6 +171,7 @@ class Task:
         priority: int | None = None,
         queue: str | None = None,
         lock: str | None = None,
+        depends_on: Job | int | Iterable[Job | int] | None = None,
         unique_key: str | None = None,
         unique_while: str = "pending",
         on_duplicate: str = "return",
@@ -178,8 +179,8 @@ class Task:
         """Write a job for this task in the caller's transaction and return it.
 
         ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
-        ``priority`` and ``queue`` override the task's; ``lock``, ``unique_key`` and its options:
-        see ``django_outbox.enqueue``.
+        ``priority`` and ``queue`` override the task's; ``lock``, ``depends_on``, ``unique_key``
+        and its options: see ``django_outbox.enqueue``.
         """
         from .enqueuing import enqueue
 
@@ -191,6 +192,7 @@ class Task:
             priority=priority,
             queue=queue,
             lock=lock,
+            depends_on=depends_on,
             unique_key=unique_key,
             unique_while=unique_while,
             on_duplicate=on_duplicate,

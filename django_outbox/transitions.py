@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from .context import ClaimedJob
 from .db import queries_for, write_transaction
-from .models import Job, JobStatus
+from .models import FINISHED, Job, JobDependency, JobStatus
 
 #: Longest traceback kept per attempt; the start and the end (where the error is) are kept.
 TRACEBACK_LIMIT = 20_000
@@ -323,6 +323,10 @@ def rescue_expired_leases(
     return len(expired)
 
 
+#: Every status but the finished ones, by name: the pruner's look for dependents that still
+#: wait goes from the dependency's index to each dependent's primary key.
+UNFINISHED = [status for status in JobStatus.values if status not in FINISHED]
+
 #: Finished statuses and the RETENTION key that says how long each is kept.
 RETAINED = (
     (JobStatus.SUCCEEDED, "SUCCEEDED"),
@@ -335,7 +339,9 @@ def prune_finished(using: str, retention: dict[str, float | None], batch_size: i
     """Delete one small batch of finished jobs per status older than ``retention``.
 
     Return how many were deleted; call again while it returns ``batch_size`` or more. Small
-    batches keep each transaction (and, on SQLite, the write lock) short.
+    batches keep each transaction (and, on SQLite, the write lock) short. A job that an
+    unfinished job depends on is kept: deleted, it would read as never succeeded, and its
+    dependent would wait for good.
     """
     deleted = 0
     for status, key in RETAINED:
@@ -348,12 +354,30 @@ def prune_finished(using: str, retention: dict[str, float | None], batch_size: i
             .filter(status=status, finished_at__lt=database_time_in(-seconds))
             .order_by("finished_at")
         )
-        with write_transaction(using):
-            ids = list(
-                expired.select_for_update(skip_locked=True).values_list("pk", flat=True)[
-                    :batch_size
-                ]
-            )
-            if ids:
-                deleted += Job.objects.using(using).filter(pk__in=ids).delete()[0]
+        # Jobs no other job depends on (nearly all), then those some job does, apart: these
+        # are checked against their dependents by id, so that neither read ever scans the
+        # table for unfinished jobs.
+        deleted += _prune_batch(expired.filter(has_dependents=False), using, batch_size)
+        deleted += _prune_batch(
+            expired.filter(has_dependents=True), using, batch_size, keep_waited_on=True
+        )
     return deleted
+
+
+def _prune_batch(
+    expired: models.QuerySet[Job], using: str, batch_size: int, keep_waited_on: bool = False
+) -> int:
+    with write_transaction(using):
+        ids = list(
+            expired.select_for_update(skip_locked=True).values_list("pk", flat=True)[:batch_size]
+        )
+        if keep_waited_on and ids:
+            waited_on = set(
+                JobDependency.objects.using(using)
+                .filter(depends_on_id__in=ids, job__status__in=UNFINISHED)
+                .values_list("depends_on_id", flat=True)
+            )
+            ids = [job_id for job_id in ids if job_id not in waited_on]
+        if not ids:
+            return 0
+        return Job.objects.using(using).filter(pk__in=ids).delete()[0]

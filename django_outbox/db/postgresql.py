@@ -20,7 +20,7 @@ from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from ..outage import ErrorBackoff
 from .base import DatabaseQueries, Result
-from .rows import CLAIM_COLUMNS, LINE_CONDITION, claimed_jobs
+from .rows import CLAIM_COLUMNS, PICK_CONDITIONS, claimed_jobs
 
 logger = logging.getLogger("django_outbox.worker")
 
@@ -40,7 +40,7 @@ WITH picked AS (
     SELECT id FROM {TABLE} AS candidate
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= now()
-      {{queue_filter}}{LINE_CONDITION}
+      {{queue_filter}}{PICK_CONDITIONS}
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -97,9 +97,9 @@ RETURNING id
 INSERT_JOB_SQL = f"""
 INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
     max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key,
-    context, lock_key)
+    context, lock_key, has_dependencies)
 VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
-    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s)
+    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s, %s)
 RETURNING id, run_at, enqueued_at
 """
 
@@ -260,6 +260,7 @@ class PostgreSQLQueries(DatabaseQueries):
             job.unique_key,
             None if job.context is None else json.dumps(job.context),
             job.lock_key,
+            job.has_dependencies,
         )
         _, rows = self.execute(connection, INSERT_JOB_SQL, params)
         job.id, job.run_at, job.enqueued_at = rows[0]

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..context import ClaimedJob
-from ..models import IN_LINE, Job, JobStatus
+from ..models import IN_LINE, Job, JobDependency, JobStatus
 
 #: The columns every claim query returns, in this order.
 CLAIM_COLUMNS = (
@@ -29,6 +29,20 @@ LINE_CONDITION = f"""
                  OR ahead.priority > candidate.priority
                  OR (ahead.priority = candidate.priority AND ahead.id < candidate.id))
       ))"""
+
+
+#: The claim's condition for a candidate that depends on other jobs: every one of them has
+#: succeeded (a job deleted by hand counts as not succeeded: the dependent waits). Jobs without
+#: dependencies pass at the first test.
+DEPENDENCY_CONDITION = f"""
+      AND (NOT candidate.has_dependencies OR NOT EXISTS (
+          SELECT 1 FROM {JobDependency._meta.db_table} AS dependency
+          LEFT JOIN {Job._meta.db_table} AS parent ON parent.id = dependency.depends_on_id
+          WHERE dependency.job_id = candidate.id
+            AND (parent.id IS NULL OR parent.status <> '{JobStatus.SUCCEEDED}')
+      ))"""
+#: What the claim adds to its pick of runnable rows.
+PICK_CONDITIONS = LINE_CONDITION + DEPENDENCY_CONDITION
 
 
 def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJob]:

@@ -21,7 +21,7 @@ from ..context import ClaimedJob
 from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from .base import DatabaseQueries, Result
-from .rows import CLAIM_COLUMNS, LINE_CONDITION, claimed_jobs
+from .rows import CLAIM_COLUMNS, PICK_CONDITIONS, claimed_jobs
 
 TABLE = Job._meta.db_table
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
@@ -47,7 +47,7 @@ WHERE id IN (
     SELECT id FROM {TABLE} AS candidate
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= {DUE_BY}
-      {{queue_filter}}{LINE_CONDITION}
+      {{queue_filter}}{PICK_CONDITIONS}
     ORDER BY priority DESC, run_at, id
     LIMIT ?
 )
