@@ -416,6 +416,17 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
         errors += _retention_errors(user["RETENTION"])
     if "CONTEXT" in user:
         errors += _context_errors(user["CONTEXT"])
+    if "CODEC" in user:
+        from .codecs import setting_error
+
+        if problem := setting_error(user["CODEC"]):
+            errors.append(
+                Error(
+                    f"OUTBOX['CODEC'] {problem}",
+                    hint="The dotted path of an object (or class) with encode() and decode().",
+                    id="django_outbox.E012",
+                )
+            )
     errors += _queues_errors(merged["QUEUES"])
     problem = queue_name_error(merged["DEFAULT_QUEUE"])
     if problem:

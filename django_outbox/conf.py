@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     # Dotted paths of contextvars.ContextVar objects (a request id, a log context) captured
     # at enqueue and set again around the job's run in the worker.
     "CONTEXT": [],
+    # Dotted path of the codec of tasks that name none (see django_outbox.codecs); None: the
+    # payload is stored as it is, by the built-in JSON rules.
+    "CODEC": None,
     # Per-queue options: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0,
     # "MAX_SIZE": 10000}}. MAX_SIZE bounds the jobs waiting in the queue (enqueue raises
     # QueueFull beyond it); no bound by default.
@@ -85,6 +88,7 @@ class OutboxSettings:
     retention: dict[str, float | None]
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     context: tuple[str, ...] = ()
+    codec: str | None = None
 
     def queue_options(self, queue: str) -> QueueOptions:
         """Return the defaults for ``queue``: its own options over the global ones."""
@@ -138,6 +142,7 @@ def _build(user: Any) -> OutboxSettings:
         retention={**DEFAULTS["RETENTION"], **user.get("RETENTION", {})},
         queues=dict(merged["QUEUES"]),
         context=tuple(merged["CONTEXT"]),
+        codec=merged["CODEC"],
     )
 
 

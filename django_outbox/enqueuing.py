@@ -22,7 +22,7 @@ from .conf import get_settings
 from .enqueued import EnqueuedJobs
 from .exceptions import DuplicateJob, EnqueueError, QueueFull
 from .registry import get_task
-from .serialization import brief, encode, text_error
+from .serialization import brief, text_error
 from .tasks import Task
 from .wakeups import jobs_enqueued
 
@@ -110,11 +110,14 @@ def build_job(
     run_at: datetime.datetime | None = None,
     priority: int | None = None,
     queue: str | None = None,
-    validate: bool = True,
+    with_payload: bool = True,
     lock: str | None = None,
 ) -> Job:
-    """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them
-    (and, with ``validate``, the payload against the task's ``validate_payload``)."""
+    """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them.
+
+    Without ``with_payload``, a template for ``enqueue_many``: the payload is left unset (each
+    payload is checked and encoded on its own).
+    """
     if isinstance(task, str):
         if problem := _name_error("task", task):
             raise EnqueueError(problem)
@@ -140,12 +143,12 @@ def build_job(
     queue = queue or task.queue
     if problem := _name_error("queue", queue):
         raise EnqueueError(problem)
-    if validate:
+    if with_payload:
         task.check_payload(payload)
     job = Job(
         task_name=task.name,
         queue=queue,
-        payload=encode(payload),
+        payload=task.encode_payload(payload) if with_payload else None,
         priority=task.priority_for(queue) if priority is None else priority,
         max_attempts=task.max_attempts_for(queue),
         context=capture(),
@@ -407,7 +410,7 @@ def enqueue_many(
         run_at=run_at,
         priority=priority,
         queue=queue,
-        validate=False,
+        with_payload=False,
         lock=lock,
     )
     declared = task if isinstance(task, Task) else get_task(task)
@@ -415,7 +418,7 @@ def enqueue_many(
     for index, payload in enumerate(payloads):
         try:
             declared.check_payload(payload)
-            encoded.append(encode(payload))
+            encoded.append(declared.encode_payload(payload))
         except EnqueueError as error:
             raise type(error)(f"payloads[{index}]: {error}") from error
     if not encoded:

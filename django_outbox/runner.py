@@ -166,6 +166,8 @@ def _run_job(
 
     try:
         job.decode_payload()
+        if (codec := task.codec) is not None:
+            job.payload = codec.decode(job.payload)
     except Exception as exc:
         undecodable = UndecodablePayload(
             f"The stored payload of job {job.id} cannot be decoded ({_describe(exc)}); it was "

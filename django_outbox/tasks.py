@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any, overload
 
 from . import registry
 from .checks import max_attempts_error, priority_error, queue_name_error
+from .codecs import Codec, codec_at, codec_error
 from .conf import get_settings
-from .exceptions import InvalidTaskError, PayloadValidationError
+from .exceptions import InvalidTaskError, PayloadError, PayloadValidationError
 from .retry import RetryPolicy, RetryStrategy
+from .serialization import encode
 
 if TYPE_CHECKING:
     from .enqueued import EnqueuedJobs
@@ -44,6 +46,7 @@ class Task:
         validate_payload: PayloadValidator | None = None,
         max_execute_time: float | None = None,
         timeout: float | None = None,
+        codec: Codec | None = None,
     ) -> None:
         if not callable(func):
             raise InvalidTaskError(f"@task decorates a function, not {func!r}.")
@@ -60,6 +63,7 @@ class Task:
         self.validate_payload = validate_payload
         self.max_execute_time = max_execute_time
         self.timeout = timeout
+        self._codec = codec
         self._validate()
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -89,6 +93,8 @@ class Task:
             raise InvalidTaskError(f"{where}: give_up_on must be a tuple of exception classes.")
         if self.validate_payload is not None and not callable(self.validate_payload):
             raise InvalidTaskError(f"{where}: validate_payload must be callable(payload).")
+        if self._codec is not None and (problem := codec_error(self._codec)):
+            raise InvalidTaskError(f"{where}: {problem}")
         for option in ("max_execute_time", "timeout"):
             seconds = getattr(self, option)
             if seconds is not None and not (
@@ -130,6 +136,27 @@ class Task:
 
     # Settings may change after import (override_settings), so options resolve on each use.
     # A job takes the defaults of the queue it goes to, which enqueue(queue=...) may change.
+    @property
+    def codec(self) -> Codec | None:
+        """The task's own codec, else ``OUTBOX["CODEC"]``'s, else None (JSON as it is)."""
+        if self._codec is not None:
+            return self._codec
+        path = get_settings().codec
+        return codec_at(path) if path is not None else None
+
+    def encode_payload(self, payload: Any, path: str = "payload") -> Any:
+        """Return ``payload`` as the job stores it: through the codec, then the JSON rules."""
+        codec = self.codec
+        if codec is not None:
+            try:
+                payload = codec.encode(payload)
+            except Exception as exc:
+                raise PayloadError(
+                    f"{path}: the codec of {self.name} could not encode it: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        return encode(payload, path)
+
     @property
     def queue(self) -> str:
         return self._queue or get_settings().default_queue
@@ -232,6 +259,7 @@ def task(
     validate_payload: PayloadValidator | None = ...,
     max_execute_time: float | None = ...,
     timeout: float | None = ...,
+    codec: Codec | None = ...,
 ) -> Callable[[Handler], Task]: ...
 def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Handler], Task]:
     """Declare a task: ``@task`` or ``@task(queue="emails", max_attempts=10, ...)``.
@@ -243,7 +271,8 @@ def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Han
     that fail the job without retrying), ``validate_payload`` (a callable that raises, or returns
     False, to refuse a payload at enqueue: ``PayloadValidationError``, nothing written),
     ``max_execute_time`` (seconds after which a running job's stack is logged at ERROR) and
-    ``timeout`` (seconds after which its attempt counts as failed; see ``watchdog``).
+    ``timeout`` (seconds after which its attempt counts as failed; see ``watchdog``), ``codec``
+    (turns payloads into JSON and back; see ``django_outbox.codecs``).
     """
 
     def decorate(function: Handler) -> Task:

@@ -2,6 +2,8 @@
 
 import collections
 import contextlib
+import dataclasses
+import decimal
 import os
 import threading
 import time
@@ -376,3 +378,30 @@ def runs_in_line(payload):
     time.sleep(payload.get("sleep", 0.02))
     with Path(payload["log"]).open("a") as log:
         log.write(f"end {payload['label']} {time.monotonic()!r} {os.getpid()}\n")
+
+
+@dataclasses.dataclass
+class Order:
+    """What a task may take instead of a dict, with a codec."""
+
+    number: int
+    total: decimal.Decimal
+
+
+class OrderCodec:
+    """Orders as JSON objects: the built-in rules store the Decimal, this one the dataclass."""
+
+    def encode(self, value):
+        if not isinstance(value, Order):
+            raise TypeError(f"expected an Order, got {type(value).__name__}")
+        return dataclasses.asdict(value)
+
+    def decode(self, data):
+        return Order(**data)
+
+
+@task(codec=OrderCodec())
+def ships_order(order):
+    """Receives the Order itself."""
+    assert isinstance(order, Order), order
+    Note.objects.create(text=f"order {order.number} for {order.total}", job_id=current_job().id)
