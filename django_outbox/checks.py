@@ -317,6 +317,15 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
             )
         if "RETRY" in options:
             errors += _retry_errors(options["RETRY"], f"OUTBOX['QUEUES'][{brief(name)}]['RETRY']")
+        if "PACE_RETRIES" in options and not isinstance(options["PACE_RETRIES"], bool):
+            errors.append(
+                Error(
+                    f"OUTBOX['QUEUES'][{brief(name)}]['PACE_RETRIES'] must be True or False, "
+                    f"not {brief(options['PACE_RETRIES'])}.",
+                    hint="True (the default) holds due retries back when a retry fails again.",
+                    id="django_outbox.E008",
+                )
+            )
         if "MAX_SIZE" in options and (problem := max_size_error(options["MAX_SIZE"])):
             errors.append(
                 Error(

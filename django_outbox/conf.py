@@ -48,14 +48,15 @@ DEFAULTS: dict[str, Any] = {
     # payload is stored as it is, by the built-in JSON rules.
     "CODEC": None,
     # Per-queue options: {"emails": {"MAX_ATTEMPTS": 5, "RETRY": {...}, "PRIORITY": 0,
-    # "MAX_SIZE": 10000}}. MAX_SIZE bounds the jobs waiting in the queue (enqueue raises
-    # QueueFull beyond it); no bound by default.
+    # "MAX_SIZE": 10000, "PACE_RETRIES": True}}. MAX_SIZE bounds the jobs waiting in the queue
+    # (enqueue raises QueueFull beyond it; no bound by default); PACE_RETRIES (default True)
+    # holds the queue's due retries back until the next poll once a retry fails again.
     "QUEUES": {},
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
 RETENTION_KEYS = frozenset(DEFAULTS["RETENTION"])
-QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE"})
+QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class QueueOptions:
     priority: int
     # The most jobs that may wait (ready or retrying) in the queue; None: no bound.
     max_size: int | None = None
+    # Hold the queue's due retries back until the next poll when a retry fails again.
+    pace_retries: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class OutboxSettings:
             retry={**self.retry, **own.get("RETRY", {})},
             priority=own.get("PRIORITY", 0),
             max_size=own.get("MAX_SIZE"),
+            pace_retries=own.get("PACE_RETRIES", True),
         )
 
 

@@ -34,6 +34,7 @@ from .db import queries_for, retry_while_locked
 from .held import HeldJobs
 from .maintenance import Maintenance
 from .outage import ErrorBackoff
+from .pacing import RetryPacing
 from .retry import RetryPolicy
 from .runner import Outcome, report_succeeded, run_job
 
@@ -94,6 +95,7 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self.lease_seconds = outbox.lease_seconds
         self.poll_seconds = outbox.poll_seconds
+        self._pacing = RetryPacing(self.poll_seconds)
         self.history_limit = outbox.error_history
         self.fallback_policy = RetryPolicy.from_setting(outbox.retry)
         self.prefetch = outbox.prefetch if prefetch is None else prefetch
@@ -207,7 +209,12 @@ class Worker:
                     len(claimed) == free or self.burst or self._max_jobs_reached()
                 )
                 if self.burst and idle_before_claim and not claimed:
-                    break
+                    resume = self._pacing.seconds_to_resume()
+                    if resume is None:
+                        break
+                    # Retries held back for now are runnable: a burst waits for them.
+                    self._wake.wait(resume)
+                    continue
                 if self._max_jobs_reached() and not self.held:
                     break
                 self._wake.wait(self.poll_seconds)
@@ -244,9 +251,10 @@ class Worker:
         connection = connections[self.using]
         queries = queries_for(connection)
         queries.prepare_worker_connection(connection)
+        paused = self._pacing.paused()
         jobs = retry_while_locked(
             lambda: queries.claim(
-                connection, self.worker_id, self.queues, limit, self.lease_seconds
+                connection, self.worker_id, self.queues, limit, self.lease_seconds, paused
             ),
             stopping=self._stopping.is_set,
         )
@@ -347,6 +355,8 @@ class Worker:
         if outcome is None:
             # Handed to the completer (see _complete_later), which records the outcome.
             return
+        if job.attempts > 1 and outcome in (Outcome.RETRYING, Outcome.FAILED):
+            self._pacing.retry_failed_again(job.queue)
         with self.held.lock:
             self.held.drop([job.id])
             self.stats.outcomes[outcome] += 1

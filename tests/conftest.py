@@ -141,9 +141,14 @@ def claims(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     seen: list[tuple[int, int]] = []
 
     def counting_claim(
-        db: BaseDatabaseWrapper, worker_id: str, queues: Any, limit: int, lease_seconds: float
+        db: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Any,
+        limit: int,
+        lease_seconds: float,
+        paused_retries: Any = (),
     ) -> Any:
-        jobs = real_claim(db, worker_id, queues, limit, lease_seconds)
+        jobs = real_claim(db, worker_id, queues, limit, lease_seconds, paused_retries)
         seen.append((limit, len(jobs)))
         return jobs
 

@@ -83,8 +83,10 @@ class DatabaseQueries:
         queues: Sequence[str] | None,
         limit: int,
         lease_seconds: float,
+        paused_retries: Sequence[str] = (),
     ) -> list[ClaimedJob]:
-        """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when empty)."""
+        """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when empty), leaving
+        retrying jobs of the ``paused_retries`` queues (see ``pacing``)."""
         raise NotImplementedError
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:

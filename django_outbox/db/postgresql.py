@@ -212,14 +212,20 @@ class PostgreSQLQueries(DatabaseQueries):
         queues: Sequence[str] | None,
         limit: int,
         lease_seconds: float,
+        paused_retries: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+        if paused_retries:
+            queue_filter += (
+                f" AND NOT (status = '{JobStatus.RETRYING}' AND queue = ANY(%(paused)s))"
+            )
         self._set_up_for_bookkeeping(connection)
         params: dict[str, Any] = {
             "limit": limit,
             "lease_seconds": lease_seconds,
             "worker_id": worker_id,
             "queues": list(queues or ()),
+            "paused": list(paused_retries),
         }
         _, rows = self.execute(connection, CLAIM_SQL.format(queue_filter=queue_filter), params)
         return claimed_jobs(rows, worker_id)

@@ -102,11 +102,18 @@ class SQLiteQueries(DatabaseQueries):
         queues: Sequence[str] | None,
         limit: int,
         lease_seconds: float,
+        paused_retries: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         queues = list(queues or ())
+        paused = list(paused_retries)
         queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+        if paused:
+            queue_filter += (
+                f" AND NOT (status = '{JobStatus.RETRYING}' "
+                f"AND queue IN ({', '.join('?' * len(paused))}))"
+            )
         sql = CLAIM_SQL.format(queue_filter=queue_filter)
-        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, limit]
+        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, *paused, limit]
         _, rows = self.execute(connection, sql, params)
         return claimed_jobs(rows, worker_id)
 
