@@ -198,6 +198,13 @@ class Job(models.Model):
                 name="outbox_job_lock_line",
                 condition=Q(lock_key__isnull=False, status__in=IN_LINE),
             ),
+            # Whether a full claim is needed (ClaimPolicy): keyed or dependent jobs due.
+            models.Index(
+                F("run_at"),
+                name="outbox_job_claim_special",
+                condition=Q(status__in=CLAIMABLE)
+                & (Q(lock_key__isnull=False) | Q(has_dependencies=True)),
+            ),
             # enqueue(unique_key=...) looks for a waiting job with the key.
             models.Index(
                 F("unique_key"),

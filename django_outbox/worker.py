@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, connections
 
 from . import shutdown, wakeups
+from .claim_policy import ClaimPolicy
 from .completer import Completer
 from .conf import get_settings
 from .context import ClaimedJob
@@ -96,6 +97,7 @@ class Worker:
         self.lease_seconds = outbox.lease_seconds
         self.poll_seconds = outbox.poll_seconds
         self._pacing = RetryPacing(self.poll_seconds)
+        self._claim_policy = ClaimPolicy(full_every=self.poll_seconds)
         self.history_limit = outbox.error_history
         self.fallback_policy = RetryPolicy.from_setting(outbox.retry)
         self.prefetch = outbox.prefetch if prefetch is None else prefetch
@@ -252,12 +254,24 @@ class Worker:
         queries = queries_for(connection)
         queries.prepare_worker_connection(connection)
         paused = self._pacing.paused()
-        jobs = retry_while_locked(
-            lambda: queries.claim(
-                connection, self.worker_id, self.queues, limit, self.lease_seconds, paused
-            ),
-            stopping=self._stopping.is_set,
-        )
+
+        def claim(count: int, full: bool) -> list[ClaimedJob]:
+            return retry_while_locked(
+                lambda: queries.claim(
+                    connection, self.worker_id, self.queues, count, self.lease_seconds, paused, full
+                ),
+                stopping=self._stopping.is_set,
+            )
+
+        full = not queries.plain_claims or self._claim_policy.wants_full()
+        jobs = claim(limit, full)
+        if queries.plain_claims:
+            if full:
+                self._claim_policy.claimed_fully(len(jobs), limit)
+            elif len(jobs) < limit and queries.special_jobs_waiting(connection, self.queues):
+                more = claim(limit - len(jobs), True)
+                self._claim_policy.claimed_fully(len(more), limit - len(jobs))
+                jobs += more
         self.held.add(jobs)
         self.stats.claimed += len(jobs)
         for job in jobs:

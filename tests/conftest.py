@@ -147,8 +147,9 @@ def claims(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
         limit: int,
         lease_seconds: float,
         paused_retries: Any = (),
+        full: bool = True,
     ) -> Any:
-        jobs = real_claim(db, worker_id, queues, limit, lease_seconds, paused_retries)
+        jobs = real_claim(db, worker_id, queues, limit, lease_seconds, paused_retries, full)
         seen.append((limit, len(jobs)))
         return jobs
 

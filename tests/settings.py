@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+import django
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent
@@ -18,7 +19,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory: worker threads and worker processes must see the same database.
     name = Path(DATABASES["default"]["NAME"])
     name.parent.mkdir(parents=True, exist_ok=True)
-    DATABASES["default"]["TEST"] = {"NAME": str(name.with_name(f"test-{name.name}"))}
+    # One file per Django version: the legs of make test never share a database file (nor
+    # its -wal and -shm files), whatever a leg's worker processes leave behind.
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(name.with_name(f"test-django{django.VERSION[0]}-{name.name}"))
+    }
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
 # Worker processes started by the tests use the test database the suite created.
 if os.environ.get("OUTBOX_TEST_DATABASE_NAME"):

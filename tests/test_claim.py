@@ -1,12 +1,13 @@
 """The claim: which jobs, in what order, and never the same job to two claimers."""
 
+import itertools
 import threading
 
 import pytest
 from django.db import connection, connections
 
 from django_outbox.db import queries_for
-from django_outbox.db.postgresql import CLAIM_SQL
+from django_outbox.db.postgresql import claim_sql
 from django_outbox.enqueuing import build_job
 from django_outbox.models import Job, JobStatus
 from tests.testapp import tasks
@@ -81,12 +82,15 @@ def test_the_postgresql_claim_uses_the_partial_index():
     Job.objects.bulk_create([build_job(tasks.write_note, {"text": "x"}) for _ in range(50)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE django_outbox_job")
-        for queue_filter, index in [
-            ("AND queue = ANY(%(queues)s)", "outbox_job_claim_queue"),
-            ("", "outbox_job_claim_any"),
-        ]:
+        for (queue_filter, index), full in itertools.product(
+            [
+                ("AND queue = ANY(%(queues)s)", "outbox_job_claim_queue"),
+                ("", "outbox_job_claim_any"),
+            ],
+            [True, False],
+        ):
             cursor.execute(
-                "EXPLAIN " + CLAIM_SQL.format(queue_filter=queue_filter),
+                "EXPLAIN " + claim_sql(queue_filter, full),
                 {"limit": 10, "lease_seconds": 30, "worker_id": "w", "queues": ["emails"]},
             )
             plan = "\n".join(row[0] for row in cursor.fetchall())

@@ -181,3 +181,14 @@ def test_the_pytest_fixture_gives_the_helpers(outbox):
     tasks.noop.enqueue()
     outbox.assert_enqueued(tasks.noop, count=1)
     assert len(outbox.run_jobs()) == 1
+
+
+def test_run_jobs_keeps_to_dependencies_and_lock_keys():
+    parent = tasks.write_note.enqueue({"text": "parent"}, priority=0)
+    tasks.write_note.enqueue({"text": "child"}, depends_on=parent, priority=9)
+    tasks.write_note.enqueue({"text": "first in line"}, lock="k")
+    tasks.write_note.enqueue({"text": "second in line"}, lock="k")
+    testing.run_jobs()
+    texts = list(Note.objects.order_by("id").values_list("text", flat=True))
+    assert texts.index("parent") < texts.index("child")
+    assert texts.index("first in line") < texts.index("second in line")

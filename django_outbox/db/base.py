@@ -36,6 +36,9 @@ class DatabaseQueries:
     vendor: ClassVar[str]
     #: Whether workers can be woken by enqueues in other processes (``listen``).
     listens: ClassVar[bool] = False
+    #: Whether ``claim(full=False)`` is cheaper than a full claim (``ClaimPolicy``); where it
+    #: is not, every claim is full and ``special_jobs_waiting`` is never asked.
+    plain_claims: ClassVar[bool] = False
 
     def execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement on ``connection``; return (rows changed, rows returned)."""
@@ -84,10 +87,18 @@ class DatabaseQueries:
         limit: int,
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
+        full: bool = True,
     ) -> list[ClaimedJob]:
         """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when empty), leaving
-        retrying jobs of the ``paused_retries`` queues (see ``pacing``)."""
+        retrying jobs of the ``paused_retries`` queues (see ``pacing``). Not ``full``: leave
+        jobs with a lock key or dependencies too (where ``plain_claims``)."""
         raise NotImplementedError
+
+    def special_jobs_waiting(
+        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+    ) -> bool:
+        """Whether jobs with a lock key or dependencies of ``queues`` are due now."""
+        return True
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""

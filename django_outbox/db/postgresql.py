@@ -20,7 +20,7 @@ from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from ..outage import ErrorBackoff
 from .base import DatabaseQueries, Result
-from .rows import CLAIM_COLUMNS, PICK_CONDITIONS, claimed_jobs
+from .rows import CLAIM_COLUMNS, PICK_CONDITIONS, PLAIN_PICK, SPECIAL_WAITING, claimed_jobs
 
 logger = logging.getLogger("django_outbox.worker")
 
@@ -40,7 +40,7 @@ WITH picked AS (
     SELECT id FROM {TABLE} AS candidate
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= now()
-      {{queue_filter}}{PICK_CONDITIONS}
+      {{queue_filter}}{{pick}}
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -65,6 +65,23 @@ RETURNING {
     .replace("job.context", "job.context::text")
 }
 """
+
+
+# Whether a full claim would find keyed or dependent jobs due now (a plain claim leaves them),
+# along a partial index that holds only such jobs.
+SPECIAL_WAITING_SQL = f"""
+SELECT EXISTS (
+    SELECT 1 FROM {TABLE}
+    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+      AND run_at <= now() AND {SPECIAL_WAITING}
+      {{queue_filter}}
+)
+"""
+
+
+def claim_sql(queue_filter: str, full: bool) -> str:
+    """The claim, with the conditions for keyed and dependent jobs or (plain) without them."""
+    return CLAIM_SQL.format(queue_filter=queue_filter, pick=PICK_CONDITIONS if full else PLAIN_PICK)
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling
@@ -147,6 +164,7 @@ _bookkeeping_connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
 class PostgreSQLQueries(DatabaseQueries):
     vendor: ClassVar[str] = "postgresql"
+    plain_claims: ClassVar[bool] = True
     listens: ClassVar[bool] = True
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
@@ -213,6 +231,7 @@ class PostgreSQLQueries(DatabaseQueries):
         limit: int,
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
+        full: bool = True,
     ) -> list[ClaimedJob]:
         queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
         if paused_retries:
@@ -227,8 +246,19 @@ class PostgreSQLQueries(DatabaseQueries):
             "queues": list(queues or ()),
             "paused": list(paused_retries),
         }
-        _, rows = self.execute(connection, CLAIM_SQL.format(queue_filter=queue_filter), params)
+        _, rows = self.execute(connection, claim_sql(queue_filter, full), params)
         return claimed_jobs(rows, worker_id)
+
+    def special_jobs_waiting(
+        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+    ) -> bool:
+        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+        _, rows = self.execute(
+            connection,
+            SPECIAL_WAITING_SQL.format(queue_filter=queue_filter),
+            {"queues": list(queues or ())},
+        )
+        return bool(rows[0][0])
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         # On the handler's connection, whose settings are the project's: not prepared, so

@@ -43,6 +43,12 @@ DEPENDENCY_CONDITION = f"""
       ))"""
 #: What the claim adds to its pick of runnable rows.
 PICK_CONDITIONS = LINE_CONDITION + DEPENDENCY_CONDITION
+#: What a plain claim adds instead: it leaves keyed and dependent jobs to a full claim, and
+#: spares the set-up of the two conditions' subplans at every run (see ``ClaimPolicy``).
+PLAIN_PICK = """
+      AND candidate.lock_key IS NULL AND NOT candidate.has_dependencies"""
+#: Keyed or dependent jobs that a full claim could consider now.
+SPECIAL_WAITING = "(lock_key IS NOT NULL OR has_dependencies)"
 
 
 def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJob]:

@@ -103,7 +103,9 @@ class SQLiteQueries(DatabaseQueries):
         limit: int,
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
+        full: bool = True,
     ) -> list[ClaimedJob]:
+        # Always full: SQLite sets up the conditions' subqueries for next to nothing.
         queues = list(queues or ())
         paused = list(paused_retries)
         queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""

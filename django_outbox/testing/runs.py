@@ -77,14 +77,31 @@ def claim_job(job_id: int) -> ClaimedJob | None:
 
 
 def next_runnable(queue: str | None = None) -> int | None:
-    """Return the id of the job a worker would claim next (of ``queue``), or None."""
-    jobs = _jobs().runnable()
-    if queue is not None:
-        jobs = jobs.filter(queue=queue)
-    job_id: int | None = (
-        jobs.order_by("-priority", "run_at", "id").values_list("pk", flat=True).first()
+    """Return the id of the job a worker would claim next (of ``queue``), or None.
+
+    By the claim's own rules: due now, highest priority first, and only a keyed job at the
+    head of its key's line and a job whose dependencies have all succeeded.
+    """
+    from django.db import connections
+
+    from ..db import sqlite
+    from ..db.rows import PICK_CONDITIONS
+
+    connection = connections[get_settings().database]
+    # Not now(): inside the test's transaction that is when it began, before the retries
+    # and snoozes it scheduled "now" (the ORM writes those with the statement's time).
+    due_by = sqlite.DUE_BY if connection.vendor == "sqlite" else "statement_timestamp()"
+    claimable = ", ".join(f"'{status}'" for status in CLAIMABLE)
+    queue_filter = "AND queue = %s" if queue is not None else ""
+    sql = (
+        f"SELECT id FROM {Job._meta.db_table} AS candidate "
+        f"WHERE status IN ({claimable}) AND run_at <= {due_by} {queue_filter}{PICK_CONDITIONS} "
+        "ORDER BY priority DESC, run_at, id LIMIT 1"
     )
-    return job_id
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [queue] if queue is not None else [])
+        row = cursor.fetchone()
+    return int(row[0]) if row else None
 
 
 def run_claimed(job: ClaimedJob) -> Outcome:
