@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator, format_lazy
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from .conf import get_settings
@@ -337,102 +337,100 @@ class JobAdmin(JobModelAdmin):
             ),
         )
 
+    def _report(self, request: HttpRequest, count: int, message: Any, level: int) -> None:
+        """Tell the user what an action did to ``count`` jobs, if it did anything.
+
+        ``message``: ``ngettext_lazy(singular, plural, "count")``, so that makemessages finds
+        both forms.
+        """
+        if count:
+            self.message_user(request, message % {"count": count}, level)
+
     @admin.action(permissions=["change"], description=_("Retry selected failed or cancelled jobs"))
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         selected = queryset.count()
         retried = retry_failed(queryset)
-        if retried:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d job is ready to run again.",
-                    "%(count)d jobs are ready to run again.",
-                    retried,
-                )
-                % {"count": retried},
-                messages.SUCCESS,
-            )
-        skipped = selected - retried
-        if skipped:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d selected job was not retried: only failed or cancelled jobs can be.",
-                    "%(count)d selected jobs were not retried: only failed or cancelled jobs "
-                    "can be.",
-                    skipped,
-                )
-                % {"count": skipped},
-                messages.WARNING,
-            )
+        self._report(
+            request,
+            retried,
+            ngettext_lazy(
+                "%(count)d job is ready to run again.",
+                "%(count)d jobs are ready to run again.",
+                "count",
+            ),
+            messages.SUCCESS,
+        )
+        self._report(
+            request,
+            selected - retried,
+            ngettext_lazy(
+                "%(count)d selected job was not retried: only failed or cancelled jobs can be.",
+                "%(count)d selected jobs were not retried: only failed or cancelled jobs can be.",
+                "count",
+            ),
+            messages.WARNING,
+        )
 
     @admin.action(permissions=["change"], description=_("Cancel selected jobs"))
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         selected = queryset.count()
         cancelled, requested = cancel_jobs(queryset)
-        if cancelled:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d job was cancelled: it will not run.",
-                    "%(count)d jobs were cancelled: they will not run.",
-                    cancelled,
-                )
-                % {"count": cancelled},
-                messages.SUCCESS,
-            )
-        if requested:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d running job was asked to stop; it ends as cancelled when its "
-                    "worker sees the request (at its next heartbeat).",
-                    "%(count)d running jobs were asked to stop; they end as cancelled when "
-                    "their workers see the request (at their next heartbeat).",
-                    requested,
-                )
-                % {"count": requested},
-                messages.SUCCESS,
-            )
-        skipped = selected - cancelled - requested
-        if skipped:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d selected job was not cancelled: it had finished, or was "
-                    "already asked to stop.",
-                    "%(count)d selected jobs were not cancelled: they had finished, or were "
-                    "already asked to stop.",
-                    skipped,
-                )
-                % {"count": skipped},
-                messages.WARNING,
-            )
+        self._report(
+            request,
+            cancelled,
+            ngettext_lazy(
+                "%(count)d job was cancelled: it will not run.",
+                "%(count)d jobs were cancelled: they will not run.",
+                "count",
+            ),
+            messages.SUCCESS,
+        )
+        self._report(
+            request,
+            requested,
+            ngettext_lazy(
+                "%(count)d running job was asked to stop; it ends as cancelled when its worker "
+                "sees the request (at its next heartbeat).",
+                "%(count)d running jobs were asked to stop; they end as cancelled when their "
+                "workers see the request (at their next heartbeat).",
+                "count",
+            ),
+            messages.SUCCESS,
+        )
+        self._report(
+            request,
+            selected - cancelled - requested,
+            ngettext_lazy(
+                "%(count)d selected job was not cancelled: it had finished, or was already asked "
+                "to stop.",
+                "%(count)d selected jobs were not cancelled: they had finished, or were already "
+                "asked to stop.",
+                "count",
+            ),
+            messages.WARNING,
+        )
 
     @admin.action(permissions=["change"], description=_("Resume selected halted jobs"))
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         selected = queryset.count()
         resumed = resume_jobs(queryset)
-        if resumed:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d halted job is ready to run again (resumed without data).",
-                    "%(count)d halted jobs are ready to run again (resumed without data).",
-                    resumed,
-                )
-                % {"count": resumed},
-                messages.SUCCESS,
-            )
-        skipped = selected - resumed
-        if skipped:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(count)d selected job was not resumed: only halted jobs can be.",
-                    "%(count)d selected jobs were not resumed: only halted jobs can be.",
-                    skipped,
-                )
-                % {"count": skipped},
-                messages.WARNING,
-            )
+        self._report(
+            request,
+            resumed,
+            ngettext_lazy(
+                "%(count)d halted job is ready to run again (resumed without data).",
+                "%(count)d halted jobs are ready to run again (resumed without data).",
+                "count",
+            ),
+            messages.SUCCESS,
+        )
+        self._report(
+            request,
+            selected - resumed,
+            ngettext_lazy(
+                "%(count)d selected job was not resumed: only halted jobs can be.",
+                "%(count)d selected jobs were not resumed: only halted jobs can be.",
+                "count",
+            ),
+            messages.WARNING,
+        )
