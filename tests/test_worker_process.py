@@ -70,7 +70,11 @@ def test_two_processes_share_the_jobs_and_run_each_once(workers, log, count):
     # Both claim from the start: each is up and polling before the jobs appear.
     first.wait_for_output("worker started")
     second.wait_for_output("worker started")
-    jobs = Job.objects.bulk_create([build_job(record_run, {"log": str(log)}) for _ in range(count)])
+    # Each job takes a few ms: a drain that ended within one poll of the other process would
+    # leave it nothing to claim (seen once on SQLite, which wakes no other process).
+    jobs = Job.objects.bulk_create(
+        [build_job(record_run, {"log": str(log), "sleep": 0.005}) for _ in range(count)]
+    )
 
     wait_until(
         lambda: (
