@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.db import OperationalError, connections, transaction
 from django.db.models import Q, QuerySet
@@ -158,29 +159,8 @@ class JobAdmin(JobModelAdmin):
         (_("Worker"), {"fields": ("worker_id", "lease_token")}),
         (_("Errors"), {"fields": ("last_error", "traceback_display", "errors_display")}),
     )
-    readonly_fields = (
-        "task_name",
-        "queue",
-        "status_display",
-        "priority",
-        "attempts_display",
-        "dependencies_display",
-        "unique_key",
-        "lock_key",
-        "halt_reason",
-        "payload_display",
-        "resume_data_display",
-        "enqueued_at",
-        "run_at",
-        "started_at",
-        "finished_at",
-        "lease_expires_at",
-        "worker_id",
-        "lease_token",
-        "last_error",
-        "traceback_display",
-        "errors_display",
-    )
+    # Every field shown is read-only: jobs change through the actions, never the form.
+    readonly_fields = tuple(flatten_fieldsets(fieldsets))
 
     # Jobs change only through the queue's own transitions; the admin inspects and retries.
     def has_add_permission(self, request: HttpRequest) -> bool:
