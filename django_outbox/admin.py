@@ -40,6 +40,8 @@ else:
 SEARCH_MAX_LENGTH = 200
 #: What makes a search look in error messages (``last_error``), which may be long.
 ERROR_SEARCH_PREFIX = "error:"
+#: What makes a search look for jobs with a key: a lock, fair or unique key, exactly.
+KEY_SEARCH_PREFIX = "key:"
 #: The largest id a search by id looks up (the column is a 64-bit integer).
 ID_MAX = 2**63 - 1
 # PostgreSQL's code for a statement cancelled by statement_timeout.
@@ -92,6 +94,33 @@ def is_time_limit(error: OperationalError) -> bool:
     )
 
 
+class SchedulingFilter(admin.SimpleListFilter):
+    """Jobs by what their enqueue asked of the scheduler (enqueue's keyword arguments)."""
+
+    title = _("scheduling")
+    parameter_name = "scheduling"
+    conditions = {
+        "lock": Q(lock_key__isnull=False),
+        "fair": Q(fair_key__isnull=False),
+        "dependencies": Q(has_dependencies=True),
+        "dependents": Q(has_dependents=True),
+        "unique": Q(unique_key__isnull=False),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [
+            ("lock", _("With a lock key")),
+            ("fair", _("With a fair key")),
+            ("dependencies", _("Depending on other jobs")),
+            ("dependents", _("Depended on by other jobs")),
+            ("unique", _("With a unique key")),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        condition = self.conditions.get(str(self.value()))
+        return queryset if condition is None else queryset.filter(condition)
+
+
 class JobChangeList(ChangeList):
     """The job list, which reads none of the columns it does not show."""
 
@@ -117,14 +146,15 @@ class JobAdmin(JobModelAdmin):
         "finished_at",
         "last_error_short",
     )
-    list_filter = ("status", "queue", "task_name")
+    list_filter = ("status", "queue", "task_name", SchedulingFilter)
     # Shown and documented; get_search_results decides what a search really runs.
     search_fields = ("=id", "task_name", "^queue", "^worker_id")
     search_help_text = format_lazy(
         _(
             "A job id, or part of a task name, or the start of a queue or worker name. "
             "Type error: first to search error messages instead (slower), e.g. "
-            "error:timed out. At most {length} characters."
+            "error:timed out; key: for the jobs of a lock, fair or unique key, e.g. "
+            "key:tenant-7. At most {length} characters."
         ),
         length=SEARCH_MAX_LENGTH,
     )
@@ -147,6 +177,8 @@ class JobAdmin(JobModelAdmin):
                     "dependencies_display",
                     "unique_key",
                     "lock_key",
+                    "fair_key",
+                    "fair_round",
                     "halt_reason",
                 )
             },
@@ -200,6 +232,14 @@ class JobAdmin(JobModelAdmin):
         if term[: len(ERROR_SEARCH_PREFIX)].lower() == ERROR_SEARCH_PREFIX:
             text = term[len(ERROR_SEARCH_PREFIX) :].strip()
             return (queryset.filter(last_error__icontains=text) if text else queryset), False
+        if term[: len(KEY_SEARCH_PREFIX)].lower() == KEY_SEARCH_PREFIX:
+            key = term[len(KEY_SEARCH_PREFIX) :].strip()
+            if not key:
+                return queryset, False
+            return (
+                queryset.filter(Q(lock_key=key) | Q(fair_key=key) | Q(unique_key=key)),
+                False,
+            )
         if term.isdecimal() and int(term) <= ID_MAX:
             return queryset.filter(pk=int(term)), False
         return (

@@ -1,33 +1,100 @@
-"""Which claim a worker runs next: the plain one, or the full one that can take keyed and
-dependent jobs.
+"""Which claims a worker runs, in what order: plain, full and fair.
 
-The full claim checks, for each candidate, its lock key's line and its dependencies; on
-PostgreSQL setting those checks up costs about 0.5 ms a claim even when no candidate needs
-them (docs/performance.md). The plain claim leaves keyed and dependent jobs out and skips that.
-A worker claims plainly unless such jobs may be waiting: when a plain claim comes back short
-it asks (one look along a partial index of such jobs) and, if so, claims the rest fully. So a
-keyed or dependent job waits at most one extra statement when workers have room, and at most
-``full_every`` seconds (the poll interval) while plain jobs keep every thread busy.
+Three claims take different jobs (``ClaimKind``). On PostgreSQL the plain claim leaves out
+jobs with a lock key or dependencies: the full claim checks, for each candidate, its key's line
+and its dependencies, and setting those checks up costs about 0.5 ms a claim even when no
+candidate needs them (docs/performance.md). On SQLite every claim is full. Fair jobs
+(``fair_key``) are claimed apart on both, by round (fairness.py), as no order of the other
+claims' index serves them.
+
+A worker starts with its base claim (plain, or full where plain claims don't pay) and, when it
+comes back short, asks which other kinds are due (one look along their partial indexes) and
+claims those for the rest. So keyed, dependent and fair jobs wait at most one extra statement
+when workers have room. While the base claim keeps every thread busy, the full claim replaces
+it at least once per poll interval (``every``), and fair jobs are claimed first on every other
+claim while they fill their claims, or once per interval: neither kind can hold the other up.
 """
 
 from __future__ import annotations
 
 import time
 
+from .db.base import ClaimKind
+
+
+class _Looks:
+    """What a worker knows of the jobs of one kind: whether some may wait, and since when."""
+
+    def __init__(self) -> None:
+        # Unknown at start: look.
+        self.waiting = True
+        self.last_look = float("-inf")
+
+    def claimed(self, claimed: int, limit: int) -> None:
+        """A claim took ``claimed`` of ``limit``: a full batch may have left more."""
+        self.looked(claimed >= limit)
+
+    def looked(self, waiting: bool) -> None:
+        self.waiting = waiting
+        self.last_look = time.monotonic()
+
+    def due(self, every: float) -> bool:
+        return self.waiting or time.monotonic() - self.last_look >= every
+
 
 class ClaimPolicy:
-    """Decides, claim by claim, whether to claim fully."""
+    """Decides, claim by claim, which claims to run."""
 
-    def __init__(self, full_every: float) -> None:
-        self.full_every = full_every
-        # Unknown at start: look.
-        self._special_waiting = True
-        self._last_full = float("-inf")
+    def __init__(self, every: float, plain_claims: bool = True) -> None:
+        self.every = every
+        self.plain_claims = plain_claims
+        self._full = _Looks()
+        self._fair = _Looks()
+        self._fair_went_first = False
+        # Whether the last base claim filled its batch: other jobs wait for fair ones' turn.
+        self._base_filled = True
 
-    def wants_full(self) -> bool:
-        return self._special_waiting or time.monotonic() - self._last_full >= self.full_every
+    def fair_first(self) -> bool:
+        """Whether this round of claims starts with fair jobs (then call ``started``)."""
+        if not self._fair.due(self.every):
+            return False
+        overdue = not self._fair.waiting
+        # Every other round while both kinds fill their claims; every round while the others
+        # leave room.
+        return overdue or not (self._fair_went_first and self._base_filled)
 
-    def claimed_fully(self, claimed: int, limit: int) -> None:
-        """A full claim took ``claimed`` of ``limit``: a full batch may have left more."""
-        self._last_full = time.monotonic()
-        self._special_waiting = claimed >= limit
+    def started(self, fair_first: bool) -> None:
+        self._fair_went_first = fair_first
+
+    def base(self) -> ClaimKind:
+        """The claim for jobs that are not fair: full where plain claims don't pay, or when
+        keyed and dependent jobs may wait, or once per interval."""
+        if not self.plain_claims or self._full.due(self.every):
+            return ClaimKind.FULL
+        return ClaimKind.PLAIN
+
+    def claimed(self, kind: ClaimKind, claimed: int, limit: int) -> None:
+        """A claim of ``kind`` took ``claimed`` of ``limit`` jobs."""
+        if kind is ClaimKind.FAIR:
+            self._fair.claimed(claimed, limit)
+            return
+        self._base_filled = claimed >= limit
+        if kind is ClaimKind.FULL:
+            self._full.claimed(claimed, limit)
+
+    def worth_a_look(self, taken: set[ClaimKind]) -> bool:
+        """Whether, after the claims of kinds ``taken`` came back short, other kinds may be due."""
+        return ClaimKind.FAIR not in taken or (self.plain_claims and ClaimKind.FULL not in taken)
+
+    def looked(self, taken: set[ClaimKind], waiting: set[ClaimKind]) -> list[ClaimKind]:
+        """Record a look that found jobs of kinds ``waiting``; return the claims to run next."""
+        following = []
+        if self.plain_claims and ClaimKind.FULL not in taken:
+            self._full.looked(ClaimKind.FULL in waiting)
+            if ClaimKind.FULL in waiting:
+                following.append(ClaimKind.FULL)
+        if ClaimKind.FAIR not in taken:
+            self._fair.looked(ClaimKind.FAIR in waiting)
+            if ClaimKind.FAIR in waiting:
+                following.append(ClaimKind.FAIR)
+        return following

@@ -50,9 +50,12 @@ class EnqueuedJobs(Sequence["Job"]):
                 values[positions["run_at"]] = enqueued_at
             values[positions["enqueued_at"]] = enqueued_at
             jobs = []
-            for payload, job_id in zip(payloads, ids, strict=True):
+            first_round = template.fair_round
+            for position, (payload, job_id) in enumerate(zip(payloads, ids, strict=True)):
                 values[positions["id"]] = job_id
                 values[positions["payload"]] = payload
+                if first_round is not None:
+                    values[positions["fair_round"]] = first_round + position
                 jobs.append(Job.from_db(using, names, values))
             return jobs
 

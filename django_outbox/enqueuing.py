@@ -112,6 +112,7 @@ def build_job(
     queue: str | None = None,
     with_payload: bool = True,
     lock: str | None = None,
+    fair_key: str | None = None,
 ) -> Job:
     """Return an unsaved Job for the arguments of ``enqueue``, checking every one of them.
 
@@ -134,8 +135,13 @@ def build_job(
         raise EnqueueError(problem)
     if priority is not None and (problem := priority_error(priority)):
         raise EnqueueError(problem)
-    if problem := _key_error("lock", lock):
+    if problem := _key_error("lock", lock) or _key_error("fair_key", fair_key):
         raise EnqueueError(problem)
+    if fair_key is not None and lock is not None:
+        raise EnqueueError(
+            "A job takes lock or fair_key, not both: a key's jobs run either one at a time in "
+            "order (lock) or in turn with other keys' (fair_key)."
+        )
     # Imported here so that this module, re-exported by the package, imports before the app
     # registry is ready (a project's models.py may import enqueue).
     from .models import Job
@@ -153,6 +159,7 @@ def build_job(
         max_attempts=task.max_attempts_for(queue),
         context=capture(),
         lock_key=lock,
+        fair_key=fair_key,
     )
     when = _run_at(delay, run_at)
     if when is not None:
@@ -178,12 +185,12 @@ def _on_the_database_clock(when: datetime.datetime) -> datetime.datetime:
 UNIQUE_SCOPES = ("pending", "unfinished")
 #: ``on_duplicate``: what enqueue does with a duplicate.
 ON_DUPLICATE = ("return", "raise")
-#: The longest unique_key or lock (the columns' length).
+#: The longest unique_key, lock or fair_key (the columns' length).
 KEY_MAX_LENGTH = 255
 
 
 def _key_error(name: str, key: Any) -> str | None:
-    """Return why ``key`` cannot be a job's ``name`` (unique_key, lock), or None."""
+    """Return why ``key`` cannot be a job's ``name`` (unique_key, lock, fair_key), or None."""
     if key is None:
         return None
     if not isinstance(key, str) or not key:
@@ -218,6 +225,7 @@ def enqueue(
     unique_key: str | None = None,
     unique_while: str = "pending",
     on_duplicate: str = "return",
+    fair_key: str | None = None,
 ) -> Job:
     """Write a job for ``task`` (a Task or its registered name) and return it.
 
@@ -237,21 +245,37 @@ def enqueue(
     ``is_duplicate`` true, or ``DuplicateJob`` raised (``on_duplicate="raise"``).
     Concurrent enqueuers of one key are serialized until the first one's transaction ends.
 
+    Jobs with a ``fair_key`` are served key by key in turn within their queue: the first
+    waiting job of every key, then the second, and so on, so a key with a large backlog cannot
+    hold up the others. A job takes ``lock`` or ``fair_key``, and not ``depends_on`` with it.
+
     Into a queue with a ``MAX_SIZE`` (``OUTBOX["QUEUES"]``) that many jobs already wait in,
     raise ``QueueFull``; nothing is written and the caller's transaction stays usable.
     """
     if problem := _unique_options_error(unique_key, unique_while, on_duplicate):
         raise EnqueueError(problem)
     parents = _dependency_ids(depends_on)
+    if parents and fair_key is not None:
+        raise EnqueueError(
+            "A job takes depends_on or fair_key, not both: fair jobs are claimed by round, "
+            "without waiting for other jobs."
+        )
     job = build_job(
-        task, payload, delay=delay, run_at=run_at, priority=priority, queue=queue, lock=lock
+        task,
+        payload,
+        delay=delay,
+        run_at=run_at,
+        priority=priority,
+        queue=queue,
+        lock=lock,
+        fair_key=fair_key,
     )
     from .db import queries_for  # Imports the model: see build_job.
 
     using = get_settings().database
     connection = connections[using]
     max_size = get_settings().queue_options(job.queue).max_size
-    if unique_key is None and max_size is None and not parents:
+    if unique_key is None and max_size is None and not parents and fair_key is None:
         queries_for(connection).insert_job(connection, job)
     else:
         job.unique_key = unique_key
@@ -348,6 +372,8 @@ def _insert_checked(
             job.has_dependencies = True
         if max_size is not None:
             _reserve_room(job.queue, max_size, 1, using)
+        if job.fair_key is not None:
+            _assign_rounds(job, using)
         queries.insert_job(connection, job)
         if parents:
             JobDependency.objects.using(using).bulk_create(
@@ -372,6 +398,19 @@ def _reserve_room(queue: str, max_size: int, adding: int, using: str) -> None:
         raise QueueFull(queue, waiting, max_size, adding)
 
 
+def _assign_rounds(template: Job, using: str) -> None:
+    """Give ``template`` (a fair job, or the first of a batch) its round; the key's other
+    enqueuers wait until this transaction ends, so that no two of them take the same rounds."""
+    from .db import queries_for
+    from .fairness import first_round
+
+    connection = connections[using]
+    queries_for(connection).serialize_enqueuers(
+        connection, f"fair:{template.queue}:{template.fair_key}"
+    )
+    template.fair_round = first_round(template.queue, str(template.fair_key), using)
+
+
 def enqueue_many(
     task: str | Task,
     payloads: Iterable[Any],
@@ -381,6 +420,7 @@ def enqueue_many(
     priority: int | None = None,
     queue: str | None = None,
     lock: str | None = None,
+    fair_key: str | None = None,
 ) -> EnqueuedJobs:
     """Write one job per payload, in one INSERT where the database allows, and return them.
 
@@ -412,6 +452,7 @@ def enqueue_many(
         queue=queue,
         with_payload=False,
         lock=lock,
+        fair_key=fair_key,
     )
     declared = task if isinstance(task, Task) else get_task(task)
     encoded = []
@@ -428,12 +469,16 @@ def enqueue_many(
     using = get_settings().database
     connection = connections[using]
     max_size = get_settings().queue_options(template.queue).max_size
-    if max_size is None:
+    if max_size is None and fair_key is None:
         jobs = queries_for(connection).insert_jobs(connection, template, encoded)
     else:
         # All or nothing, as for a bad payload: the whole batch fits, or none of it is written.
         with transaction.atomic(using=using):
-            _reserve_room(template.queue, max_size, len(encoded), using)
+            if max_size is not None:
+                _reserve_room(template.queue, max_size, len(encoded), using)
+            if fair_key is not None:
+                # The batch's jobs take consecutive rounds from this one.
+                _assign_rounds(template, using)
             jobs = queries_for(connection).insert_jobs(connection, template, encoded)
     jobs_enqueued(using, [template.queue])
     return jobs

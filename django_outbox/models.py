@@ -152,6 +152,14 @@ class Job(models.Model):
     # enqueue(depends_on=...): the claim takes this job only once every job it depends on
     # (JobDependency rows) has succeeded. False for most jobs: the claim's check is skipped.
     has_dependencies = models.BooleanField(_("has dependencies"), default=False, db_default=False)
+    # enqueue(fair_key=...): workers serve the keys of a queue in turn (one job of each key per
+    # round), so one key's backlog cannot hold the others up.
+    fair_key = models.CharField(  # noqa: DJ001 (NULL for none: the indexes leave those out)
+        _("fair key"), max_length=255, null=True, blank=True
+    )
+    # The round of its queue in which a fair job is served: its key's previous waiting job's
+    # round plus one, or the round being served now if that is later (fairness.py).
+    fair_round = models.BigIntegerField(_("fair round"), null=True, blank=True)
     # Another job depends on this one: the retention pruner keeps it while that one waits.
     has_dependents = models.BooleanField(_("has dependents"), default=False, db_default=False)
     # OUTBOX["CONTEXT"]'s variables as the enqueuer had them: {dotted path: encoded value}.
@@ -205,6 +213,37 @@ class Job(models.Model):
                 condition=Q(status__in=CLAIMABLE)
                 & (Q(lock_key__isnull=False) | Q(has_dependencies=True)),
             ),
+            # The fair claim's filter and order (fair jobs are claimed apart from the others),
+            # for workers of given queues and of every queue.
+            models.Index(
+                F("queue"),
+                F("priority").desc(),
+                F("fair_round"),
+                F("id"),
+                name="outbox_job_fair_queue",
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False),
+            ),
+            models.Index(
+                F("priority").desc(),
+                F("fair_round"),
+                F("id"),
+                name="outbox_job_fair_any",
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False),
+            ),
+            # An enqueue's look for the round being served and for its key's last round.
+            models.Index(
+                F("queue"),
+                F("fair_round"),
+                name="outbox_job_fair_round",
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False),
+            ),
+            models.Index(
+                F("queue"),
+                F("fair_key"),
+                F("fair_round"),
+                name="outbox_job_fair_key",
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False),
+            ),
             # enqueue(unique_key=...) looks for a waiting job with the key.
             models.Index(
                 F("unique_key"),
@@ -234,6 +273,13 @@ class Job(models.Model):
                 condition=~Q(status=JobStatus.RUNNING)
                 | Q(lease_token__isnull=False, lease_expires_at__isnull=False),
                 name="outbox_job_running_has_lease",
+            ),
+            # A fair job has its round, and is claimed by the fair claim alone, which checks
+            # neither lock keys nor dependencies: enqueue() refuses those together.
+            models.CheckConstraint(
+                condition=Q(fair_key__isnull=True)
+                | Q(fair_round__isnull=False, lock_key__isnull=True, has_dependencies=False),
+                name="outbox_job_fair_alone",
             ),
         ]
 

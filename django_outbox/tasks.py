@@ -202,12 +202,13 @@ class Task:
         unique_key: str | None = None,
         unique_while: str = "pending",
         on_duplicate: str = "return",
+        fair_key: str | None = None,
     ) -> Job:
         """Write a job for this task in the caller's transaction and return it.
 
         ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
         ``priority`` and ``queue`` override the task's; ``lock``, ``depends_on``, ``unique_key``
-        and its options: see ``django_outbox.enqueue``.
+        and its options, ``fair_key``: see ``django_outbox.enqueue``.
         """
         from .enqueuing import enqueue
 
@@ -223,6 +224,7 @@ class Task:
             unique_key=unique_key,
             unique_while=unique_while,
             on_duplicate=on_duplicate,
+            fair_key=fair_key,
         )
 
     def enqueue_many(
@@ -234,12 +236,20 @@ class Task:
         priority: int | None = None,
         queue: str | None = None,
         lock: str | None = None,
+        fair_key: str | None = None,
     ) -> EnqueuedJobs:
         """Write one job of this task per payload in one INSERT; see ``enqueue_many``."""
         from .enqueuing import enqueue_many
 
         return enqueue_many(
-            self, payloads, delay=delay, run_at=run_at, priority=priority, queue=queue, lock=lock
+            self,
+            payloads,
+            delay=delay,
+            run_at=run_at,
+            priority=priority,
+            queue=queue,
+            lock=lock,
+            fair_key=fair_key,
         )
 
 

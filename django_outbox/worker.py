@@ -32,6 +32,7 @@ from .completer import Completer
 from .conf import get_settings
 from .context import ClaimedJob
 from .db import queries_for, retry_while_locked
+from .db.base import ClaimKind
 from .held import HeldJobs
 from .maintenance import Maintenance
 from .outage import ErrorBackoff
@@ -97,7 +98,9 @@ class Worker:
         self.lease_seconds = outbox.lease_seconds
         self.poll_seconds = outbox.poll_seconds
         self._pacing = RetryPacing(self.poll_seconds)
-        self._claim_policy = ClaimPolicy(full_every=self.poll_seconds)
+        self._claim_policy = ClaimPolicy(
+            every=self.poll_seconds, plain_claims=queries_for(connections[self.using]).plain_claims
+        )
         self.history_limit = outbox.error_history
         self.fallback_policy = RetryPolicy.from_setting(outbox.retry)
         self.prefetch = outbox.prefetch if prefetch is None else prefetch
@@ -255,23 +258,33 @@ class Worker:
         queries.prepare_worker_connection(connection)
         paused = self._pacing.paused()
 
-        def claim(count: int, full: bool) -> list[ClaimedJob]:
-            return retry_while_locked(
+        jobs: list[ClaimedJob] = []
+        taken: set[ClaimKind] = set()
+        policy = self._claim_policy
+
+        def claim(kind: ClaimKind) -> None:
+            asked = limit - len(jobs)
+            claimed = retry_while_locked(
                 lambda: queries.claim(
-                    connection, self.worker_id, self.queues, count, self.lease_seconds, paused, full
+                    connection, self.worker_id, self.queues, asked, self.lease_seconds, paused, kind
                 ),
                 stopping=self._stopping.is_set,
             )
+            policy.claimed(kind, len(claimed), asked)
+            taken.add(kind)
+            jobs.extend(claimed)
 
-        full = not queries.plain_claims or self._claim_policy.wants_full()
-        jobs = claim(limit, full)
-        if queries.plain_claims:
-            if full:
-                self._claim_policy.claimed_fully(len(jobs), limit)
-            elif len(jobs) < limit and queries.special_jobs_waiting(connection, self.queues):
-                more = claim(limit - len(jobs), True)
-                self._claim_policy.claimed_fully(len(more), limit - len(jobs))
-                jobs += more
+        fair_first = policy.fair_first()
+        policy.started(fair_first)
+        if fair_first:
+            claim(ClaimKind.FAIR)
+        if len(jobs) < limit:
+            claim(policy.base())
+        if len(jobs) < limit and policy.worth_a_look(taken):
+            waiting = queries.waiting_kinds(connection, self.queues)
+            for kind in policy.looked(taken, waiting):
+                if len(jobs) < limit:
+                    claim(kind)
         self.held.add(jobs)
         self.stats.claimed += len(jobs)
         for job in jobs:

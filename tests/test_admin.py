@@ -358,6 +358,34 @@ class TestSearch:
         # The prefix alone searches nothing.
         assert len(listed(search(admin_client, "error:")[0])) == 2
 
+    def test_a_key_search_finds_the_jobs_of_a_lock_fair_or_unique_key(self, admin_client):
+        locked = tasks.noop.enqueue(lock="tenant-7")
+        fair = tasks.noop.enqueue(fair_key="tenant-7")
+        unique = tasks.noop.enqueue(unique_key="tenant-7")
+        tasks.noop.enqueue(fair_key="tenant-8")
+        tasks.noop.enqueue()
+        assert listed(search(admin_client, "key:tenant-7")[0]) == {locked.pk, fair.pk, unique.pk}
+        assert listed(search(admin_client, "KEY: tenant-8 ")[0]) == {
+            Job.objects.get(fair_key="tenant-8").pk
+        }
+        # Exactly the key: not a part of it.
+        assert listed(search(admin_client, "key:tenant")[0]) == set()
+
+    def test_the_scheduling_filter_lists_jobs_by_what_their_enqueue_asked(self, admin_client):
+        parent = tasks.noop.enqueue(delay=60)
+        jobs = {
+            "lock": tasks.noop.enqueue(lock="k"),
+            "fair": tasks.noop.enqueue(fair_key="k"),
+            "dependencies": tasks.noop.enqueue(depends_on=parent),
+            "dependents": parent,
+            "unique": tasks.noop.enqueue(unique_key="k"),
+        }
+        tasks.noop.enqueue()
+        for value, job in jobs.items():
+            response = admin_client.get(reverse(CHANGELIST), {"scheduling": value})
+            assert response.status_code == 200
+            assert listed(response) == {job.pk}, value
+
     def test_the_default_search_reads_no_payload_or_error_column(self, admin_client):
         """A job with megabytes of payload and error is not scanned by an ordinary search."""
         # Written past enqueue's payload limit, as rows from before it (or raw SQL) can be.

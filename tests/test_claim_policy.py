@@ -7,6 +7,7 @@ from django.db import connection
 
 from django_outbox.claim_policy import ClaimPolicy
 from django_outbox.db import queries_for
+from django_outbox.db.base import ClaimKind
 from django_outbox.models import Job, JobStatus
 from tests.testapp import tasks
 
@@ -22,26 +23,26 @@ def test_a_plain_claim_leaves_keyed_and_dependent_jobs_to_a_full_one():
     parent = tasks.noop.enqueue(delay=3600)
     dependent = tasks.noop.enqueue(depends_on=parent)
     queries = queries_for(connection)
-    assert queries.special_jobs_waiting(connection, None)
-    claimed = queries.claim(connection, "w", None, 10, 30, full=False)
+    assert queries.waiting_kinds(connection, None) == {ClaimKind.FULL}
+    claimed = queries.claim(connection, "w", None, 10, 30, kind=ClaimKind.PLAIN)
     assert [job.id for job in claimed] == [plain.pk]
-    claimed = queries.claim(connection, "w", None, 10, 30, full=True)
+    claimed = queries.claim(connection, "w", None, 10, 30, kind=ClaimKind.FULL)
     assert [job.id for job in claimed] == [keyed.pk]
     # The dependent waits for its parent; a plain claim never takes it either way.
     assert Job.objects.get(pk=dependent.pk).status == JobStatus.READY
-    assert queries.special_jobs_waiting(connection, None)
-    assert not queries.special_jobs_waiting(connection, ["other"])
+    assert queries.waiting_kinds(connection, None) == {ClaimKind.FULL}
+    assert queries.waiting_kinds(connection, ["other"]) == set()
 
 
 @pytest.mark.postgresql
 def test_the_look_for_keyed_and_dependent_jobs_uses_its_partial_index():
-    from django_outbox.db.postgresql import SPECIAL_WAITING_SQL
+    from django_outbox.db.postgresql import WAITING_KINDS_SQL
 
     tasks.noop.enqueue_many([{} for _ in range(2000)])
     tasks.noop.enqueue(lock="k")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE django_outbox_job")
-        cursor.execute("EXPLAIN " + SPECIAL_WAITING_SQL.format(queue_filter=""))
+        cursor.execute("EXPLAIN " + WAITING_KINDS_SQL.format(queue_filter=""))
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "outbox_job_claim_special" in plan, plan
 
@@ -58,13 +59,67 @@ def test_an_idle_worker_claims_a_keyed_job_at_once(settings, worker_thread):
 
 
 def test_the_policy_claims_fully_at_start_after_a_full_batch_and_every_interval():
-    policy = ClaimPolicy(full_every=0.2)
-    assert policy.wants_full()
-    policy.claimed_fully(claimed=3, limit=10)
-    assert not policy.wants_full()
-    policy.claimed_fully(claimed=10, limit=10)
-    assert policy.wants_full()
-    policy.claimed_fully(claimed=0, limit=10)
-    assert not policy.wants_full()
+    policy = ClaimPolicy(every=0.2)
+    assert policy.base() is ClaimKind.FULL
+    policy.claimed(ClaimKind.FULL, claimed=3, limit=10)
+    assert policy.base() is ClaimKind.PLAIN
+    policy.claimed(ClaimKind.FULL, claimed=10, limit=10)
+    assert policy.base() is ClaimKind.FULL
+    policy.claimed(ClaimKind.FULL, claimed=0, limit=10)
+    assert policy.base() is ClaimKind.PLAIN
     time.sleep(0.25)
-    assert policy.wants_full()
+    assert policy.base() is ClaimKind.FULL
+
+
+def test_without_plain_claims_every_claim_of_jobs_that_are_not_fair_is_full():
+    policy = ClaimPolicy(every=60, plain_claims=False)
+    policy.claimed(ClaimKind.FULL, claimed=0, limit=10)
+    assert policy.base() is ClaimKind.FULL
+    # Only fair jobs are worth a look after a short full claim.
+    assert policy.worth_a_look({ClaimKind.FULL})
+    assert not policy.worth_a_look({ClaimKind.FULL, ClaimKind.FAIR})
+    assert policy.looked({ClaimKind.FULL}, {ClaimKind.FAIR}) == [ClaimKind.FAIR]
+
+
+def test_fair_jobs_go_first_on_every_other_claim_while_both_kinds_fill_their_claims():
+    policy = ClaimPolicy(every=60)
+    firsts = []
+    for _ in range(6):
+        fair_first = policy.fair_first()
+        policy.started(fair_first)
+        firsts.append(fair_first)
+        if fair_first:
+            policy.claimed(ClaimKind.FAIR, claimed=10, limit=10)
+        else:
+            policy.claimed(policy.base(), claimed=10, limit=10)
+    assert firsts == [True, False, True, False, True, False]
+
+
+def test_fair_jobs_go_first_every_time_once_the_others_leave_room():
+    policy = ClaimPolicy(every=60)
+    firsts = []
+    for _ in range(5):
+        fair_first = policy.fair_first()
+        policy.started(fair_first)
+        firsts.append(fair_first)
+        taken = set()
+        if fair_first:
+            policy.claimed(ClaimKind.FAIR, claimed=10, limit=10)
+            continue
+        base = policy.base()
+        policy.claimed(base, claimed=0, limit=10)
+        taken.add(base)
+        assert policy.looked(taken, {ClaimKind.FAIR}) == [ClaimKind.FAIR]
+        policy.claimed(ClaimKind.FAIR, claimed=10, limit=10)
+    # Fair first; then the others' turn, which finds none; then fair first every time.
+    assert firsts == [True, False, True, True, True]
+
+
+def test_without_fair_jobs_a_fair_claim_runs_once_per_interval_while_others_fill_claims():
+    policy = ClaimPolicy(every=0.2)
+    policy.started(policy.fair_first())
+    policy.claimed(ClaimKind.FAIR, claimed=0, limit=10)
+    policy.claimed(ClaimKind.FULL, claimed=10, limit=10)
+    assert not policy.fair_first()
+    time.sleep(0.25)
+    assert policy.fair_first()

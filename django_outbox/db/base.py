@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -14,6 +15,18 @@ if TYPE_CHECKING:
     from ..context import ClaimedJob
     from ..enqueued import EnqueuedJobs
     from ..models import Job
+
+
+class ClaimKind(enum.Enum):
+    """Which jobs a claim takes (``ClaimPolicy`` chooses)."""
+
+    #: Jobs without a lock key, dependencies or fair key: the cheapest claim (PostgreSQL).
+    PLAIN = "plain"
+    #: Every job but fair ones, lock keys' lines and dependencies checked.
+    FULL = "full"
+    #: Fair jobs (enqueue(fair_key=...)) alone, by round.
+    FAIR = "fair"
+
 
 #: What a statement gave: the number of rows it changed, and the rows it returned.
 Result = tuple[int, list[Sequence[Any]]]
@@ -36,9 +49,13 @@ class DatabaseQueries:
     vendor: ClassVar[str]
     #: Whether workers can be woken by enqueues in other processes (``listen``).
     listens: ClassVar[bool] = False
-    #: Whether ``claim(full=False)`` is cheaper than a full claim (``ClaimPolicy``); where it
-    #: is not, every claim is full and ``special_jobs_waiting`` is never asked.
+    #: Whether a PLAIN claim is cheaper than a FULL one (``ClaimPolicy``); where it is not,
+    #: every claim of jobs that are not fair is full.
     plain_claims: ClassVar[bool] = False
+    #: The driver's placeholder in the SQL ``execute`` runs, and the database's clock as the
+    #: claim compares ``run_at`` with it (for statements shared by both databases).
+    placeholder: ClassVar[str]
+    due_by: ClassVar[str]
 
     def execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement on ``connection``; return (rows changed, rows returned)."""
@@ -87,18 +104,18 @@ class DatabaseQueries:
         limit: int,
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
-        full: bool = True,
+        kind: ClaimKind = ClaimKind.FULL,
     ) -> list[ClaimedJob]:
-        """Claim up to ``limit`` runnable jobs of ``queues`` (all queues when empty), leaving
-        retrying jobs of the ``paused_retries`` queues (see ``pacing``). Not ``full``: leave
-        jobs with a lock key or dependencies too (where ``plain_claims``)."""
+        """Claim up to ``limit`` runnable jobs of ``kind`` of ``queues`` (all queues when
+        empty), leaving retrying jobs of the ``paused_retries`` queues (see ``pacing``)."""
         raise NotImplementedError
 
-    def special_jobs_waiting(
+    def waiting_kinds(
         self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
-    ) -> bool:
-        """Whether jobs with a lock key or dependencies of ``queues`` are due now."""
-        return True
+    ) -> set[ClaimKind]:
+        """Which of the claims that take more than plain jobs would find some due now in
+        ``queues``: FULL (jobs with a lock key or dependencies, where ``plain_claims``), FAIR."""
+        raise NotImplementedError
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""

@@ -19,8 +19,8 @@ from ..context import ClaimedJob
 from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
 from ..outage import ErrorBackoff
-from .base import DatabaseQueries, Result
-from .rows import CLAIM_COLUMNS, PICK_CONDITIONS, PLAIN_PICK, SPECIAL_WAITING, claimed_jobs
+from .base import ClaimKind, DatabaseQueries, Result
+from .rows import CLAIM_COLUMNS, CLAIMS, SPECIAL_WAITING, claimed_jobs
 
 logger = logging.getLogger("django_outbox.worker")
 
@@ -41,7 +41,7 @@ WITH picked AS (
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= now()
       {{queue_filter}}{{pick}}
-    ORDER BY priority DESC, run_at, id
+    ORDER BY {{order}}
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
@@ -67,21 +67,27 @@ RETURNING {
 """
 
 
-# Whether a full claim would find keyed or dependent jobs due now (a plain claim leaves them),
-# along a partial index that holds only such jobs.
-SPECIAL_WAITING_SQL = f"""
+# Which claims besides the plain one would find jobs due now: keyed or dependent ones (for a
+# full claim), and fair ones; along partial indexes that hold only such jobs.
+WAITING_KINDS_SQL = f"""
 SELECT EXISTS (
     SELECT 1 FROM {TABLE}
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= now() AND {SPECIAL_WAITING}
       {{queue_filter}}
+), EXISTS (
+    SELECT 1 FROM {TABLE}
+    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+      AND run_at <= now() AND fair_key IS NOT NULL
+      {{queue_filter}}
 )
 """
 
 
-def claim_sql(queue_filter: str, full: bool) -> str:
-    """The claim, with the conditions for keyed and dependent jobs or (plain) without them."""
-    return CLAIM_SQL.format(queue_filter=queue_filter, pick=PICK_CONDITIONS if full else PLAIN_PICK)
+def claim_sql(queue_filter: str, kind: ClaimKind) -> str:
+    """The claim of ``kind``: its conditions and its order."""
+    pick, order = CLAIMS[kind]
+    return CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling
@@ -114,9 +120,9 @@ RETURNING id
 INSERT_JOB_SQL = f"""
 INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
     max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key,
-    context, lock_key, has_dependencies)
+    context, lock_key, has_dependencies, fair_key, fair_round)
 VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
-    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s, %s)
+    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s, %s, %s, %s)
 RETURNING id, run_at, enqueued_at
 """
 
@@ -138,10 +144,12 @@ INSERT_JOBS_SQL = f"""
 WITH inserted AS (
     INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
         max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, context,
-        lock_key)
+        lock_key, fair_key, fair_round)
     SELECT %(task_name)s, %(queue)s, NULLIF(payload, 'null'), '{JobStatus.READY}', %(priority)s,
         COALESCE(%(run_at)s, now()), 0, %(max_attempts)s, '', now(), '', '', '[]'::jsonb,
-        %(context)s::jsonb, %(lock_key)s
+        %(context)s::jsonb, %(lock_key)s, %(fair_key)s,
+        -- A fair key's jobs take consecutive rounds from the first one's (fairness.py).
+        %(fair_round)s::bigint + position - 1
     FROM jsonb_array_elements(%(payloads)s::jsonb) WITH ORDINALITY AS batch(payload, position)
     ORDER BY position
     RETURNING id
@@ -166,6 +174,9 @@ class PostgreSQLQueries(DatabaseQueries):
     vendor: ClassVar[str] = "postgresql"
     plain_claims: ClassVar[bool] = True
     listens: ClassVar[bool] = True
+    placeholder: ClassVar[str] = "%s"
+    # Not now(): inside the enqueuer's transaction that is when the transaction began.
+    due_by: ClassVar[str] = "statement_timestamp()"
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement; prepared when the project allows prepared statements.
@@ -231,7 +242,7 @@ class PostgreSQLQueries(DatabaseQueries):
         limit: int,
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
-        full: bool = True,
+        kind: ClaimKind = ClaimKind.FULL,
     ) -> list[ClaimedJob]:
         queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
         if paused_retries:
@@ -246,19 +257,25 @@ class PostgreSQLQueries(DatabaseQueries):
             "queues": list(queues or ()),
             "paused": list(paused_retries),
         }
-        _, rows = self.execute(connection, claim_sql(queue_filter, full), params)
+        _, rows = self.execute(connection, claim_sql(queue_filter, kind), params)
         return claimed_jobs(rows, worker_id)
 
-    def special_jobs_waiting(
+    def waiting_kinds(
         self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
-    ) -> bool:
+    ) -> set[ClaimKind]:
         queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
         _, rows = self.execute(
             connection,
-            SPECIAL_WAITING_SQL.format(queue_filter=queue_filter),
+            WAITING_KINDS_SQL.format(queue_filter=queue_filter),
             {"queues": list(queues or ())},
         )
-        return bool(rows[0][0])
+        special, fair = rows[0]
+        waiting = set()
+        if special:
+            waiting.add(ClaimKind.FULL)
+        if fair:
+            waiting.add(ClaimKind.FAIR)
+        return waiting
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         # On the handler's connection, whose settings are the project's: not prepared, so
@@ -297,6 +314,8 @@ class PostgreSQLQueries(DatabaseQueries):
             None if job.context is None else json.dumps(job.context),
             job.lock_key,
             job.has_dependencies,
+            job.fair_key,
+            job.fair_round,
         )
         _, rows = self.execute(connection, INSERT_JOB_SQL, params)
         job.id, job.run_at, job.enqueued_at = rows[0]
@@ -319,6 +338,8 @@ class PostgreSQLQueries(DatabaseQueries):
             "max_attempts": template.max_attempts,
             "context": None if template.context is None else json.dumps(template.context),
             "lock_key": template.lock_key,
+            "fair_key": template.fair_key,
+            "fair_round": template.fair_round,
             "payloads": json.dumps(payloads),
         }
         # Django's cursor: this runs in the caller's transaction, as the ORM's writes do.

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..context import ClaimedJob
 from ..models import IN_LINE, Job, JobDependency, JobStatus
+from .base import ClaimKind
 
 #: The columns every claim query returns, in this order.
 CLAIM_COLUMNS = (
@@ -41,14 +42,35 @@ DEPENDENCY_CONDITION = f"""
           WHERE dependency.job_id = candidate.id
             AND (parent.id IS NULL OR parent.status <> '{JobStatus.SUCCEEDED}')
       ))"""
-#: What the claim adds to its pick of runnable rows.
-PICK_CONDITIONS = LINE_CONDITION + DEPENDENCY_CONDITION
+#: Fair jobs are claimed apart (the FAIR claim), in their own order.
+NOT_FAIR = """
+      AND candidate.fair_key IS NULL"""
+#: What a full claim adds to its pick of runnable rows.
+PICK_CONDITIONS = NOT_FAIR + LINE_CONDITION + DEPENDENCY_CONDITION
 #: What a plain claim adds instead: it leaves keyed and dependent jobs to a full claim, and
 #: spares the set-up of the two conditions' subplans at every run (see ``ClaimPolicy``).
-PLAIN_PICK = """
+PLAIN_PICK = (
+    NOT_FAIR
+    + """
       AND candidate.lock_key IS NULL AND NOT candidate.has_dependencies"""
-#: Keyed or dependent jobs that a full claim could consider now.
+)
+#: Keyed or dependent jobs that a full claim could consider now (none of them fair: constraint
+#: outbox_job_fair_alone).
 SPECIAL_WAITING = "(lock_key IS NOT NULL OR has_dependencies)"
+#: The claim's order: priority, then due time, then enqueue order.
+CLAIM_ORDER = "priority DESC, run_at, id"
+#: The fair claim's: priority, then round (fairness.py), then enqueue order. A fair job has
+#: neither a lock key nor dependencies (constraint outbox_job_fair_alone): no conditions.
+FAIR_PICK = """
+      AND candidate.fair_key IS NOT NULL"""
+FAIR_ORDER = "priority DESC, fair_round, id"
+
+#: Each claim's conditions and order.
+CLAIMS = {
+    ClaimKind.PLAIN: (PLAIN_PICK, CLAIM_ORDER),
+    ClaimKind.FULL: (PICK_CONDITIONS, CLAIM_ORDER),
+    ClaimKind.FAIR: (FAIR_PICK, FAIR_ORDER),
+}
 
 
 def claimed_jobs(rows: Iterable[Sequence[Any]], worker_id: str) -> list[ClaimedJob]:

@@ -20,8 +20,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..context import ClaimedJob
 from ..enqueued import EnqueuedJobs
 from ..models import CLAIMABLE, Job, JobStatus
-from .base import DatabaseQueries, Result
-from .rows import CLAIM_COLUMNS, PICK_CONDITIONS, claimed_jobs
+from .base import ClaimKind, DatabaseQueries, Result
+from .rows import CLAIM_COLUMNS, CLAIMS, claimed_jobs
 
 TABLE = Job._meta.db_table
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
@@ -47,11 +47,20 @@ WHERE id IN (
     SELECT id FROM {TABLE} AS candidate
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
       AND run_at <= {DUE_BY}
-      {{queue_filter}}{PICK_CONDITIONS}
-    ORDER BY priority DESC, run_at, id
+      {{queue_filter}}{{pick}}
+    ORDER BY {{order}}
     LIMIT ?
 )
 RETURNING {CLAIM_COLUMNS}
+"""
+
+
+# Whether fair jobs are due, along their partial index.
+FAIR_WAITING_SQL = f"""
+SELECT 1 FROM {TABLE}
+WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+  AND run_at <= {DUE_BY} AND fair_key IS NOT NULL {{queue_filter}}
+LIMIT 1
 """
 
 
@@ -83,6 +92,8 @@ _wal_databases: set[str] = set()
 
 class SQLiteQueries(DatabaseQueries):
     vendor: ClassVar[str] = "sqlite"
+    placeholder: ClassVar[str] = "?"
+    due_by: ClassVar[str] = DUE_BY
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         # On the sqlite3 connection itself, with ? placeholders: Django's cursor would rewrite
@@ -103,9 +114,10 @@ class SQLiteQueries(DatabaseQueries):
         limit: int,
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
-        full: bool = True,
+        kind: ClaimKind = ClaimKind.FULL,
     ) -> list[ClaimedJob]:
-        # Always full: SQLite sets up the conditions' subqueries for next to nothing.
+        # Never plain: SQLite sets up the conditions' subqueries for next to nothing.
+        pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
         queues = list(queues or ())
         paused = list(paused_retries)
         queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
@@ -114,10 +126,20 @@ class SQLiteQueries(DatabaseQueries):
                 f" AND NOT (status = '{JobStatus.RETRYING}' "
                 f"AND queue IN ({', '.join('?' * len(paused))}))"
             )
-        sql = CLAIM_SQL.format(queue_filter=queue_filter)
+        sql = CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
         params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, *paused, limit]
         _, rows = self.execute(connection, sql, params)
         return claimed_jobs(rows, worker_id)
+
+    def waiting_kinds(
+        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+    ) -> set[ClaimKind]:
+        # Every claim is full here: only fair jobs are claimed apart.
+        queues = list(queues or ())
+        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+        sql = FAIR_WAITING_SQL.format(queue_filter=queue_filter)
+        _, rows = self.execute(connection, sql, queues)
+        return {ClaimKind.FAIR} if rows else set()
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         rowcount, _ = self.execute(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token.hex])
@@ -139,9 +161,12 @@ class SQLiteQueries(DatabaseQueries):
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
     ) -> EnqueuedJobs:
         jobs = []
-        for payload in payloads:
+        for position, payload in enumerate(payloads):
             job = copy.copy(template)
             job.payload = payload
+            if template.fair_round is not None:
+                # A fair key's jobs take consecutive rounds from the first one's (fairness.py).
+                job.fair_round = template.fair_round + position
             jobs.append(job)
         return EnqueuedJobs.from_jobs(Job.objects.using(connection.alias).bulk_create(jobs))
 

@@ -79,29 +79,35 @@ def claim_job(job_id: int) -> ClaimedJob | None:
 def next_runnable(queue: str | None = None) -> int | None:
     """Return the id of the job a worker would claim next (of ``queue``), or None.
 
-    By the claim's own rules: due now, highest priority first, and only a keyed job at the
-    head of its key's line and a job whose dependencies have all succeeded.
+    By the claims' own conditions and order: due now, highest priority first, a keyed job
+    only at the head of its key's line, a job only once its dependencies have succeeded; and
+    fair jobs, by round, once no other job is runnable.
     """
     from django.db import connections
 
-    from ..db import sqlite
-    from ..db.rows import PICK_CONDITIONS
+    from ..db import queries_for
+    from ..db.base import ClaimKind
+    from ..db.rows import CLAIMS
 
     connection = connections[get_settings().database]
     # Not now(): inside the test's transaction that is when it began, before the retries
     # and snoozes it scheduled "now" (the ORM writes those with the statement's time).
-    due_by = sqlite.DUE_BY if connection.vendor == "sqlite" else "statement_timestamp()"
+    due_by = queries_for(connection).due_by
     claimable = ", ".join(f"'{status}'" for status in CLAIMABLE)
     queue_filter = "AND queue = %s" if queue is not None else ""
-    sql = (
-        f"SELECT id FROM {Job._meta.db_table} AS candidate "
-        f"WHERE status IN ({claimable}) AND run_at <= {due_by} {queue_filter}{PICK_CONDITIONS} "
-        "ORDER BY priority DESC, run_at, id LIMIT 1"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [queue] if queue is not None else [])
-        row = cursor.fetchone()
-    return int(row[0]) if row else None
+    for kind in (ClaimKind.FULL, ClaimKind.FAIR):
+        pick, order = CLAIMS[kind]
+        sql = (
+            f"SELECT id FROM {Job._meta.db_table} AS candidate "
+            f"WHERE status IN ({claimable}) AND run_at <= {due_by} {queue_filter}{pick} "
+            f"ORDER BY {order} LIMIT 1"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [queue] if queue is not None else [])
+            row = cursor.fetchone()
+        if row:
+            return int(row[0])
+    return None
 
 
 def run_claimed(job: ClaimedJob) -> Outcome:
