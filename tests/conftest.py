@@ -135,6 +135,7 @@ def worker_thread() -> Iterator[Callable[..., Worker]]:
 def claims(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """Record every claim of this process's workers as (limit asked for, jobs claimed)."""
     from django_outbox.db import queries_for
+    from django_outbox.db.base import ClaimKind
 
     queries = queries_for(connection)
     real_claim = queries.claim
@@ -147,9 +148,9 @@ def claims(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
         limit: int,
         lease_seconds: float,
         paused_retries: Any = (),
-        full: bool = True,
+        kind: ClaimKind = ClaimKind.FULL,
     ) -> Any:
-        jobs = real_claim(db, worker_id, queues, limit, lease_seconds, paused_retries, full)
+        jobs = real_claim(db, worker_id, queues, limit, lease_seconds, paused_retries, kind)
         seen.append((limit, len(jobs)))
         return jobs
 

@@ -68,7 +68,7 @@ def test_a_new_key_starts_within_the_next_claim_batch_behind_a_backlog_of_10000(
     claimed = queries_for(connection).claim(connection, "w", None, 10, 30, kind=ClaimKind.FAIR)
     assert newcomer.pk in [job.id for job in claimed]
     # The backlog's first job went first: it was at the head when the newcomer came.
-    assert claimed[0].id == Job.objects.filter(fair_key="big").order_by("pk").first().pk
+    assert claimed[0].id == Job.objects.filter(fair_key="big").earliest("pk").pk
 
 
 def test_keys_take_turns_one_job_each():
@@ -170,8 +170,8 @@ def test_concurrent_enqueuers_of_one_key_take_different_rounds():
     for thread in threads:
         thread.join(60)
     assert not errors
-    rounds = list(Job.objects.filter(fair_key="shared").values_list("fair_round", flat=True))
-    assert sorted(rounds) == list(range(20))
+    rounds = Job.objects.filter(fair_key="shared").order_by("fair_round")
+    assert list(rounds.values_list("fair_round", flat=True)) == list(range(20))
 
 
 @pytest.mark.parametrize(
