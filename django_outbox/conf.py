@@ -72,6 +72,10 @@ class QueueOptions:
     pace_retries: bool = True
 
 
+#: The most queues whose options ``OutboxSettings.queue_options`` keeps.
+QUEUE_OPTIONS_CACHED = 1024
+
+
 @dataclass(frozen=True)
 class OutboxSettings:
     """The validated, merged ``OUTBOX`` setting."""
@@ -92,17 +96,27 @@ class OutboxSettings:
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     context: tuple[str, ...] = ()
     codec: str | None = None
+    # queue_options' answers: every enqueue asks them, and settings don't change once read.
+    _queue_options: dict[str, QueueOptions] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def queue_options(self, queue: str) -> QueueOptions:
         """Return the defaults for ``queue``: its own options over the global ones."""
-        own = self.queues.get(queue, {})
-        return QueueOptions(
-            max_attempts=own.get("MAX_ATTEMPTS", self.max_attempts),
-            retry={**self.retry, **own.get("RETRY", {})},
-            priority=own.get("PRIORITY", 0),
-            max_size=own.get("MAX_SIZE"),
-            pace_retries=own.get("PACE_RETRIES", True),
-        )
+        options = self._queue_options.get(queue)
+        if options is None:
+            own = self.queues.get(queue, {})
+            options = QueueOptions(
+                max_attempts=own.get("MAX_ATTEMPTS", self.max_attempts),
+                retry={**self.retry, **own.get("RETRY", {})},
+                priority=own.get("PRIORITY", 0),
+                max_size=own.get("MAX_SIZE"),
+                pace_retries=own.get("PACE_RETRIES", True),
+            )
+            # Bounded: a project may name queues at run time (one per tenant, say).
+            if len(self._queue_options) < QUEUE_OPTIONS_CACHED:
+                self._queue_options[queue] = options
+        return options
 
 
 _cached: OutboxSettings | None = None

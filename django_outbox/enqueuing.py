@@ -392,8 +392,11 @@ def _reserve_room(queue: str, max_size: int, adding: int, using: str) -> None:
 
     connection = connections[using]
     queries_for(connection).serialize_enqueuers(connection, f"queue:{queue}")
-    # Along the claim index, and no further than the limit: a full queue costs max_size rows.
-    waiting = Job.objects.using(using).claimable().filter(queue=queue)[:max_size].count()
+    # Along the claim indexes (fair jobs have their own), and no further than the limit: a
+    # full queue costs max_size rows.
+    claimable = Job.objects.using(using).claimable().filter(queue=queue)
+    waiting = claimable.filter(fair_key__isnull=True)[:max_size].count()
+    waiting += claimable.filter(fair_key__isnull=False)[:max_size].count()
     if waiting + adding > max_size:
         raise QueueFull(queue, waiting, max_size, adding)
 

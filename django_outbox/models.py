@@ -176,14 +176,15 @@ class Job(models.Model):
         ordering = ["-id"]
         indexes = [
             # The claim's filter and order, for workers of given queues. Partial: finished
-            # jobs, however many, never enter it.
+            # jobs, however many, never enter it; nor fair jobs, which the fair claim takes
+            # along indexes of their own (a backlog of them would be passed over row by row).
             models.Index(
                 F("queue"),
                 F("priority").desc(),
                 F("run_at"),
                 F("id"),
                 name="outbox_job_claim_queue",
-                condition=Q(status__in=CLAIMABLE),
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=True),
             ),
             # The same for workers of every queue.
             models.Index(
@@ -191,7 +192,7 @@ class Job(models.Model):
                 F("run_at"),
                 F("id"),
                 name="outbox_job_claim_any",
-                condition=Q(status__in=CLAIMABLE),
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=True),
             ),
             models.Index(
                 F("lease_expires_at"),

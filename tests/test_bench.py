@@ -53,6 +53,23 @@ def test_enqueue_and_drain_figures_are_measured_and_the_bench_jobs_deleted(bench
     assert "outbox_bench_effect" not in connection.introspection.table_names()
 
 
+def test_the_fair_figures_compare_with_unkeyed_jobs(bench):
+    results = bench(
+        "--runs", "1", "--jobs", "200", "--processes", "1", "--concurrency", "2",
+        "--fair-keys", "10", "--fair-backlog", "300", "--only", "fair",
+    )  # fmt: skip
+    figures = results["figures"]
+    assert figures["fair_drain_vs_unkeyed"]["median"] == pytest.approx(
+        figures["fair_drain_per_s"]["median"] / figures["unkeyed_drain_per_s"]["median"]
+    )
+    # With fair keys the newcomer overtakes the backlog; without, it waits behind it.
+    fair_ahead = figures["fair_newcomer_claimed_ahead"]["median"]
+    unkeyed_ahead = figures["unkeyed_newcomer_claimed_ahead"]["median"]
+    assert fair_ahead < unkeyed_ahead
+    assert unkeyed_ahead > 100
+    assert not Job.objects.exists()
+
+
 @pytest.mark.postgresql
 def test_latency_is_measured_from_commit_to_handler_start(bench):
     results = bench("--runs", "1", "--latency-samples", "10", "--only", "latency")

@@ -33,6 +33,16 @@ def test_a_full_queue_refuses_the_next_job_with_its_size_and_limit(bounded):
     assert Job.objects.filter(queue="small").count() == 3
 
 
+def test_fair_jobs_count_with_the_others(bounded):
+    tasks.noop.enqueue(queue="small")
+    tasks.noop.enqueue_many([{}, {}], queue="small", fair_key="tenant")
+    with pytest.raises(QueueFull) as full:
+        tasks.noop.enqueue(queue="small", fair_key="other")
+    assert full.value.size == 3
+    with pytest.raises(QueueFull):
+        tasks.noop.enqueue(queue="small")
+
+
 def test_only_waiting_jobs_count_and_room_comes_back_as_they_are_taken(bounded):
     jobs = [tasks.noop.enqueue(queue="small") for _ in range(3)]
     # One running, one finished: two places free again (a retrying job would still count).

@@ -255,13 +255,52 @@ def running_workers(
         delete_bench_jobs()
 
 
-def enqueue_in_one_transaction(count: int, task: Task) -> None:
+def enqueue_in_one_transaction(count: int, task: Task, fair_keys: int = 0) -> None:
+    """Enqueue ``count`` jobs of ``task``; with ``fair_keys``, spread over that many fair keys,
+    each key's jobs after the previous key's (the order an unfair queue would serve)."""
     with transaction.atomic(using=using()):
+        if fair_keys:
+            per_key = -(-count // fair_keys)
+            for key, start in enumerate(range(0, count, per_key)):
+                payloads = [{"n": n} for n in range(start, min(count, start + per_key))]
+                enqueue_many(task, payloads, fair_key=f"tenant-{key}")
+            return
         for start in range(0, count, 5000):
             enqueue_many(task, [{"n": n} for n in range(start, min(count, start + 5000))])
 
 
-def drain(count: int, task: Task, *, timeout: float = 600) -> float:
+def newcomer_wait(backlog: int, *, fair: bool, timeout: float = 600) -> tuple[int, float]:
+    """Enqueue ``backlog`` 5 ms jobs under one key (``fair``) or none; once workers run them,
+    enqueue one job for a new key. Return how many backlog jobs workers claimed after the
+    newcomer was enqueued and before it, and its wait from enqueue to start in ms."""
+    jobs = bench_jobs()
+    delete_jobs_of(QUEUE)
+    with transaction.atomic(using=using()):
+        payloads = [{"n": n} for n in range(backlog)]
+        enqueue_many(bench_tasks.paced, payloads, fair_key="big" if fair else None)
+    deadline = time.monotonic() + timeout
+    while not jobs.filter(started_at__isnull=False).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("The backlog did not start; are workers up?")
+        time.sleep(0.005)
+    newcomer = bench_tasks.paced.enqueue({"n": "new"}, fair_key="new" if fair else None)
+    while jobs.unfinished().exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{backlog} jobs did not finish within {timeout}s")
+        time.sleep(0.02)
+    newcomer.refresh_from_db()
+    assert newcomer.started_at is not None
+    if jobs.filter(finished_at__lt=newcomer.enqueued_at).count() > backlog // 2:
+        raise RuntimeError("Half the backlog had finished before the newcomer came: no test.")
+    ahead = jobs.filter(
+        started_at__gt=newcomer.enqueued_at, started_at__lt=newcomer.started_at
+    ).count()
+    waited = (newcomer.started_at - newcomer.enqueued_at).total_seconds() * 1000
+    delete_jobs_of(QUEUE)
+    return ahead, waited
+
+
+def drain(count: int, task: Task, *, fair_keys: int = 0, timeout: float = 600) -> float:
     """Enqueue ``count`` jobs at once and return jobs/s from the first claim to the last finish.
 
     The times are the database's (started_at, finished_at), so the bench's own polling for the
@@ -269,7 +308,7 @@ def drain(count: int, task: Task, *, timeout: float = 600) -> float:
     """
     jobs = bench_jobs()
     delete_jobs_of(QUEUE)
-    enqueue_in_one_transaction(count, task)
+    enqueue_in_one_transaction(count, task, fair_keys)
     deadline = time.monotonic() + timeout
     while jobs.unfinished().exists():
         if time.monotonic() > deadline:

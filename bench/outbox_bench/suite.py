@@ -14,7 +14,7 @@ from .floor import FloorUnavailable, measure_floor
 from .tables import created, effect_model
 
 #: Every part of the bench, in the order it runs.
-PARTS = ("enqueue", "bulk", "drain", "atomic", "latency", "large-table", "floor")
+PARTS = ("enqueue", "bulk", "drain", "atomic", "fair", "latency", "large-table", "floor")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class BenchConfig:
     enqueue_clients: int = 4
     bulk_batch: int = 1_000
     latency_samples: int = 200
+    fair_keys: int = 1_000
+    fair_backlog: int = 10_000
     retained: int = 1_000_000
     ready: int = 100_000
     floor_seconds: float = 10.0
@@ -48,6 +50,7 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
         "drain_vs_claim100_floor": (">=", 0.25),
         "atomic_drain_per_s": (">=", 2_500),
         "atomic_drain_vs_insert_floor": (">=", 0.60),
+        "fair_drain_vs_unkeyed": (">=", 0.75),
         "latency_p50_ms": ("<=", 1.5),
         "latency_p99_ms": ("<=", 3.0),
         "large_table_drain_vs_empty": (">=", 0.80),
@@ -55,6 +58,7 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
     },
     "sqlite": {
         "drain_per_s": (">=", 1_500),
+        "fair_drain_vs_unkeyed": (">=", 0.75),
         "worker_peak_rss_mb": ("<", 80),
     },
 }
@@ -96,7 +100,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
             bulk = measure.measure_bulk_enqueue(config.jobs, config.bulk_batch)
             figure("bulk_enqueue_per_s", "jobs/s").runs.append(bulk)
             log(f"run {run}: bulk enqueue {bulk:,.0f}/s")
-    if "drain" in parts or "atomic" in parts or "large-table" in parts:
+    if {"drain", "atomic", "fair", "large-table"} & set(parts):
         with (
             measure.running_workers(
                 config.processes, config.concurrency, config.prefetch
@@ -115,6 +119,8 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
                     rate = measure.drain(config.jobs, bench_tasks.noop_atomic)
                     figure("atomic_noop_drain_per_s", "jobs/s").runs.append(rate)
                     log(f"run {run}: drain (atomic=True, no write) {rate:,.0f}/s")
+                if "fair" in parts:
+                    _fair(config, figure, log, run)
             if "large-table" in parts:
                 _large_table(config, figure, log)
             figure("worker_peak_rss_mb", "MB").runs.append(max(workers.peak_rss_mb(), default=0))
@@ -139,6 +145,33 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
         "floor": floor,
         "targets": _check_targets(vendor, figures),
     }
+
+
+def _fair(
+    config: BenchConfig,
+    figure: Callable[[str, str], measure.Figure],
+    log: Callable[[str], None],
+    run: int,
+) -> None:
+    """Fair keys: a drain spread over many keys against an unkeyed one, in turn; and how
+    long a new key waits behind one key's backlog, with and without fair_key."""
+    unkeyed = measure.drain(config.jobs, bench_tasks.noop)
+    fair = measure.drain(config.jobs, bench_tasks.noop, fair_keys=config.fair_keys)
+    figure("unkeyed_drain_per_s", "jobs/s").runs.append(unkeyed)
+    figure("fair_drain_per_s", "jobs/s").runs.append(fair)
+    figure("fair_drain_vs_unkeyed", "x").runs.append(fair / unkeyed)
+    log(
+        f"run {run}: drain over {config.fair_keys:,} fair keys {fair:,.0f}/s, "
+        f"unkeyed {unkeyed:,.0f}/s ({fair / unkeyed:.2f}x)"
+    )
+    for fair_key, label in ((True, "fair"), (False, "unkeyed")):
+        ahead, waited = measure.newcomer_wait(config.fair_backlog, fair=fair_key)
+        figure(f"{label}_newcomer_claimed_ahead", "jobs").runs.append(ahead)
+        figure(f"{label}_newcomer_wait_ms", "ms").runs.append(waited)
+        log(
+            f"run {run}: a new key behind {config.fair_backlog:,} jobs of one key "
+            f"({label}): {ahead:,} claimed ahead of it, started after {waited:,.0f} ms"
+        )
 
 
 def _large_table(

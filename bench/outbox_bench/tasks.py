@@ -38,6 +38,12 @@ def write_atomic(payload: Any) -> None:
     effect_model()._default_manager.using(get_settings().database).create(job_id=current_job().id)
 
 
+@task(name="outbox_bench.paced", queue=QUEUE, atomic=False, max_attempts=1)
+def paced(payload: Any) -> None:
+    """A handler of 5 ms: long enough that a backlog is still running when the bench adds to it."""
+    time.sleep(0.005)
+
+
 @task(name="outbox_bench.mark_start", queue=QUEUE, atomic=False, max_attempts=1)
 def mark_start(payload: dict[str, int]) -> None:
     """Tell the bench when this handler started (the system-wide monotonic clock)."""

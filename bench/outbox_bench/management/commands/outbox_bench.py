@@ -62,6 +62,18 @@ class Command(BaseCommand):
             help="Jobs drained with and without the finished ones.",
         )
         parser.add_argument(
+            "--fair-keys",
+            type=positive_int,
+            default=defaults.fair_keys,
+            help="Fair keys the fair drain spreads its jobs over.",
+        )
+        parser.add_argument(
+            "--fair-backlog",
+            type=positive_int,
+            default=defaults.fair_backlog,
+            help="Jobs of one key a new key's job is enqueued behind.",
+        )
+        parser.add_argument(
             "--floor-seconds", type=positive_int, default=int(defaults.floor_seconds)
         )
         parser.add_argument(
@@ -101,6 +113,8 @@ class Command(BaseCommand):
             latency_samples=options["latency_samples"],
             retained=options["retained"],
             ready=options["ready"],
+            fair_keys=options["fair_keys"],
+            fair_backlog=options["fair_backlog"],
             floor_seconds=options["floor_seconds"],
             parts=parts,
         )
