@@ -8,11 +8,13 @@ candidate needs them (docs/performance.md). On SQLite every claim is full. Fair 
 claims' index serves them.
 
 A worker starts with its base claim (plain, or full where plain claims don't pay) and, when it
-comes back short, asks which other kinds are due (one look along their partial indexes) and
-claims those for the rest. So keyed, dependent and fair jobs wait at most one extra statement
-when workers have room. While the base claim keeps every thread busy, the full claim replaces
-it at least once per poll interval (``every``), and fair jobs are claimed first on every other
-claim while they fill their claims, or once per interval: neither kind can hold the other up.
+comes back short (or at its first claim), asks which other kinds are due (one look along
+their partial indexes) and claims those for the rest. So keyed, dependent and fair jobs wait at
+most one extra statement when workers have room. While the base claim keeps every thread
+busy, the full claim replaces it at least once per poll interval (``every``). Fair jobs and the
+others take turns: fair jobs are claimed first on every other round of claims while both fill
+their claims, on every round for an interval after the others left room, and at least once per
+interval when none were found: neither kind can hold the other up.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from .db.base import ClaimKind
 
 
 class _Looks:
-    """What a worker knows of the jobs of one kind: whether some may wait, and since when."""
+    """What a worker knows of the jobs of one kind: whether some may wait (None: not known
+    yet), and since when."""
 
-    def __init__(self) -> None:
-        # Unknown at start: look.
-        self.waiting = True
+    def __init__(self, waiting: bool | None) -> None:
+        self.waiting = waiting
         self.last_look = float("-inf")
 
     def claimed(self, claimed: int, limit: int) -> None:
@@ -39,7 +41,7 @@ class _Looks:
         self.last_look = time.monotonic()
 
     def due(self, every: float) -> bool:
-        return self.waiting or time.monotonic() - self.last_look >= every
+        return bool(self.waiting) or time.monotonic() - self.last_look >= every
 
 
 class ClaimPolicy:
@@ -48,20 +50,24 @@ class ClaimPolicy:
     def __init__(self, every: float, plain_claims: bool = True) -> None:
         self.every = every
         self.plain_claims = plain_claims
-        self._full = _Looks()
-        self._fair = _Looks()
+        # Keyed and dependent jobs: unknown at start, so the first claim is full (it takes
+        # every other job too).
+        self._full = _Looks(waiting=True)
+        # Fair jobs: unknown at start, and a claim of them would take nothing else; the first
+        # round of claims looks (``wants_a_look``) instead.
+        self._fair = _Looks(waiting=None)
         self._fair_went_first = False
-        # Whether the last base claim filled its batch: other jobs wait for fair ones' turn.
-        self._base_filled = True
+        # The other jobs: while they fill their claims, they and fair jobs take turns.
+        self._base = _Looks(waiting=True)
 
     def fair_first(self) -> bool:
         """Whether this round of claims starts with fair jobs (then call ``started``)."""
-        if not self._fair.due(self.every):
+        if self._fair.waiting is None or not self._fair.due(self.every):
             return False
         overdue = not self._fair.waiting
-        # Every other round while both kinds fill their claims; every round while the others
-        # leave room.
-        return overdue or not (self._fair_went_first and self._base_filled)
+        # Every other round while both kinds fill their claims; every round for an interval
+        # after the others left room.
+        return overdue or not (self._fair_went_first and self._base.due(self.every))
 
     def started(self, fair_first: bool) -> None:
         self._fair_went_first = fair_first
@@ -78,13 +84,18 @@ class ClaimPolicy:
         if kind is ClaimKind.FAIR:
             self._fair.claimed(claimed, limit)
             return
-        self._base_filled = claimed >= limit
+        self._base.claimed(claimed, limit)
         if kind is ClaimKind.FULL:
             self._full.claimed(claimed, limit)
 
-    def worth_a_look(self, taken: set[ClaimKind]) -> bool:
-        """Whether, after the claims of kinds ``taken`` came back short, other kinds may be due."""
-        return ClaimKind.FAIR not in taken or (self.plain_claims and ClaimKind.FULL not in taken)
+    def wants_a_look(self, taken: set[ClaimKind], room: bool) -> bool:
+        """Whether to look which other kinds are due, after the claims of kinds ``taken``:
+        when they left ``room`` and other kinds may be due, or to learn whether fair jobs wait."""
+        if self._fair.waiting is None:
+            return True
+        return room and (
+            ClaimKind.FAIR not in taken or (self.plain_claims and ClaimKind.FULL not in taken)
+        )
 
     def looked(self, taken: set[ClaimKind], waiting: set[ClaimKind]) -> list[ClaimKind]:
         """Record a look that found jobs of kinds ``waiting``; return the claims to run next."""

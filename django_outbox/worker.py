@@ -280,7 +280,7 @@ class Worker:
             claim(ClaimKind.FAIR)
         if len(jobs) < limit:
             claim(policy.base())
-        if len(jobs) < limit and policy.worth_a_look(taken):
+        if policy.wants_a_look(taken, room=len(jobs) < limit):
             waiting = queries.waiting_kinds(connection, self.queues)
             for kind in policy.looked(taken, waiting):
                 if len(jobs) < limit:

@@ -71,55 +71,81 @@ def test_the_policy_claims_fully_at_start_after_a_full_batch_and_every_interval(
     assert policy.base() is ClaimKind.FULL
 
 
+def claim_round(policy, *, fair_waiting, others_waiting, limit=10):
+    """One round of a worker's claims (Worker._claim) against a queue where each kind has
+    jobs enough to fill any claim, or none; return the kinds claimed, in order."""
+    claimed: list[ClaimKind] = []
+    taken: set[ClaimKind] = set()
+
+    def claim(kind):
+        has = fair_waiting if kind is ClaimKind.FAIR else others_waiting
+        count = (limit - len(claimed)) if has else 0
+        policy.claimed(kind, count, limit - len(claimed))
+        taken.add(kind)
+        claimed.extend([kind] * count)
+
+    fair_first = policy.fair_first()
+    policy.started(fair_first)
+    if fair_first:
+        claim(ClaimKind.FAIR)
+    if len(claimed) < limit:
+        claim(policy.base())
+    if policy.wants_a_look(taken, room=len(claimed) < limit):
+        waiting = {ClaimKind.FAIR} if fair_waiting else set()
+        for kind in policy.looked(taken, waiting):
+            if len(claimed) < limit:
+                claim(kind)
+    return [kind.value for kind in dict.fromkeys(claimed)]
+
+
 def test_without_plain_claims_every_claim_of_jobs_that_are_not_fair_is_full():
     policy = ClaimPolicy(every=60, plain_claims=False)
     policy.claimed(ClaimKind.FULL, claimed=0, limit=10)
     assert policy.base() is ClaimKind.FULL
-    # Only fair jobs are worth a look after a short full claim.
-    assert policy.worth_a_look({ClaimKind.FULL})
-    assert not policy.worth_a_look({ClaimKind.FULL, ClaimKind.FAIR})
-    assert policy.looked({ClaimKind.FULL}, {ClaimKind.FAIR}) == [ClaimKind.FAIR]
+    assert claim_round(policy, fair_waiting=True, others_waiting=False) == ["fair"]
+    assert claim_round(policy, fair_waiting=True, others_waiting=False) == ["fair"]
+    assert claim_round(policy, fair_waiting=True, others_waiting=False) == ["fair"]
 
 
 def test_fair_jobs_go_first_on_every_other_claim_while_both_kinds_fill_their_claims():
     policy = ClaimPolicy(every=60)
-    firsts = []
-    for _ in range(6):
-        fair_first = policy.fair_first()
-        policy.started(fair_first)
-        firsts.append(fair_first)
-        if fair_first:
-            policy.claimed(ClaimKind.FAIR, claimed=10, limit=10)
-        else:
-            policy.claimed(policy.base(), claimed=10, limit=10)
-    assert firsts == [True, False, True, False, True, False]
+    rounds = [claim_round(policy, fair_waiting=True, others_waiting=True) for _ in range(5)]
+    # The first round claims fully (keyed jobs unknown) and looks: fair jobs wait. (A full
+    # claim that fills its batch is followed by another: more keyed jobs may wait.)
+    assert rounds == [["full"], ["fair"], ["full"], ["fair"], ["full"]]
+    plain_only = ClaimPolicy(every=60)
+    plain_only.claimed(ClaimKind.FULL, claimed=0, limit=10)
+    rounds = [claim_round(plain_only, fair_waiting=True, others_waiting=True) for _ in range(4)]
+    assert rounds == [["plain"], ["fair"], ["plain"], ["fair"]]
+
+
+def test_the_others_get_a_turn_once_per_interval_after_they_left_room():
+    policy = ClaimPolicy(every=0.2, plain_claims=False)
+    assert claim_round(policy, fair_waiting=True, others_waiting=False) == ["fair"]
+    for _ in range(3):
+        assert claim_round(policy, fair_waiting=True, others_waiting=True) == ["fair"]
+    time.sleep(0.25)
+    assert claim_round(policy, fair_waiting=True, others_waiting=True) == ["full"]
+    assert claim_round(policy, fair_waiting=True, others_waiting=True) == ["fair"]
 
 
 def test_fair_jobs_go_first_every_time_once_the_others_leave_room():
     policy = ClaimPolicy(every=60)
-    firsts = []
-    for _ in range(5):
-        fair_first = policy.fair_first()
-        policy.started(fair_first)
-        firsts.append(fair_first)
-        taken = set()
-        if fair_first:
-            policy.claimed(ClaimKind.FAIR, claimed=10, limit=10)
-            continue
-        base = policy.base()
-        policy.claimed(base, claimed=0, limit=10)
-        taken.add(base)
-        assert policy.looked(taken, {ClaimKind.FAIR}) == [ClaimKind.FAIR]
-        policy.claimed(ClaimKind.FAIR, claimed=10, limit=10)
-    # Fair first; then the others' turn, which finds none; then fair first every time.
-    assert firsts == [True, False, True, True, True]
+    rounds = [claim_round(policy, fair_waiting=True, others_waiting=False) for _ in range(5)]
+    assert rounds == [["fair"], ["fair"], ["fair"], ["fair"], ["fair"]]
+
+
+def test_an_idle_worker_looks_once_a_round_and_claims_nothing_else():
+    policy = ClaimPolicy(every=60)
+    for _ in range(3):
+        assert claim_round(policy, fair_waiting=False, others_waiting=False) == []
+        assert not policy.fair_first()
 
 
 def test_without_fair_jobs_a_fair_claim_runs_once_per_interval_while_others_fill_claims():
     policy = ClaimPolicy(every=0.2)
-    policy.started(policy.fair_first())
-    policy.claimed(ClaimKind.FAIR, claimed=0, limit=10)
-    policy.claimed(ClaimKind.FULL, claimed=10, limit=10)
+    # The first round looks: no fair jobs.
+    assert claim_round(policy, fair_waiting=False, others_waiting=True) == ["full"]
     assert not policy.fair_first()
     time.sleep(0.25)
     assert policy.fair_first()
