@@ -14,3 +14,20 @@ class OutboxConfig(AppConfig):
         # Register every app's tasks in every process (web and worker) alike, so a worker knows
         # exactly the tasks the code declares and enqueue can find them by name.
         autodiscover_modules("tasks")
+        if uses_task_backend():
+            # The outbox task that runs Django tasks, even where no tasks module loaded it.
+            from . import task_backend  # noqa: F401
+
+
+def uses_task_backend() -> bool:
+    """Whether a backend of ``settings.TASKS`` (django.tasks) is the outbox's."""
+    from django.conf import settings
+
+    backends = getattr(settings, "TASKS", None)
+    if not isinstance(backends, dict):
+        return False
+    return any(
+        isinstance(options, dict)
+        and options.get("BACKEND") == "django_outbox.task_backend.OutboxBackend"
+        for options in backends.values()
+    )

@@ -88,3 +88,16 @@ if os.environ.get("OUTBOX_TEST_PREPARE_THRESHOLD") and DATABASES["default"]["ENG
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = int(
         os.environ["OUTBOX_TEST_PREPARE_THRESHOLD"]
     )
+
+# django.tasks (Django 6.0+): Django's tasks framework on the outbox (django_outbox.task_backend).
+if django.VERSION >= (6, 0):
+    TASKS = {
+        "default": {
+            "BACKEND": "django_outbox.task_backend.OutboxBackend",
+            "QUEUES": ["default", "emails"],
+        },
+        "non_atomic": {
+            "BACKEND": "django_outbox.task_backend.OutboxBackend",
+            "OPTIONS": {"ATOMIC": False},
+        },
+    }

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import django
 from django.db import IntegrityError, connection, transaction
 
 from django_outbox import GIVE_UP, Halt, RetryPolicy, Snooze, current_job, task
@@ -405,3 +406,8 @@ def ships_order(order):
     """Receives the Order itself."""
     assert isinstance(order, Order), order
     Note.objects.create(text=f"order {order.number} for {order.total}", job_id=current_job().id)
+
+
+if django.VERSION >= (6, 0):
+    # Django's own tasks, on the outbox backend: declared where workers import them.
+    from . import django_tasks  # noqa: F401

@@ -1,0 +1,260 @@
+"""A backend for Django's tasks framework (``django.tasks``, Django 6.0+) on the outbox.
+
+    TASKS = {"default": {"BACKEND": "django_outbox.task_backend.OutboxBackend"}}
+
+``my_task.enqueue(*args, **kwargs)`` then writes a job in the caller's transaction, like
+``django_outbox.enqueue``, and ``run_outbox_worker`` runs it with leases, retries and the
+admin. Each enqueue is a job of one outbox task, ``django_outbox.django_task``, whose payload
+names the Django task (its module path) and holds its arguments; ``get_result(id)`` reads the
+job back as a ``TaskResult``.
+
+Workers run only Django tasks declared for an outbox backend in a module they imported (the
+``tasks`` module of every installed app is imported at start-up): a task's path read from a row
+is looked up among those, never imported.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from django.core.exceptions import ImproperlyConfigured
+
+try:
+    from django.tasks import TaskResultStatus
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import Task as DjangoTask
+    from django.tasks.base import TaskContext, TaskError, TaskResult
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+except ImportError as error:  # Django 5.2
+    raise ImproperlyConfigured(
+        "django_outbox.task_backend is a backend for django.tasks, which Django 6.0 added. "
+        "On Django 5.2, enqueue with django_outbox.enqueue or @django_outbox.task."
+    ) from error
+from django.utils.json import normalize_json
+
+from . import signals
+from .conf import get_settings
+from .context import ClaimedJob, current_job
+from .enqueuing import enqueue
+from .exceptions import EnqueueError, OutboxError
+from .models import Job, JobStatus
+from .tasks import task
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+if TYPE_CHECKING:
+    # Generic in the type stubs only.
+    AnyTask = DjangoTask[..., Any]
+    AnyResult = TaskResult[..., Any]
+
+#: The outbox tasks every Django task's job is a job of: atomic (the default), or not
+#: (``OPTIONS={"ATOMIC": False}``).
+TASK_NAME = "django_outbox.django_task"
+NON_ATOMIC_TASK_NAME = "django_outbox.django_task_non_atomic"
+
+#: The Django tasks declared for an outbox backend in this process, by module path.
+_declared: dict[str, AnyTask] = {}
+
+STATUSES = {
+    JobStatus.READY: TaskResultStatus.READY,
+    JobStatus.RETRYING: TaskResultStatus.READY,
+    JobStatus.HALTED: TaskResultStatus.READY,
+    JobStatus.RUNNING: TaskResultStatus.RUNNING,
+    JobStatus.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+    JobStatus.FAILED: TaskResultStatus.FAILED,
+    JobStatus.CANCELLED: TaskResultStatus.FAILED,
+}
+
+# The exception's class on the last line of a formatted traceback: "pkg.module.Error: text",
+# or a builtin's bare name.
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+
+
+class UnknownDjangoTask(OutboxError):
+    """A job names a Django task that this worker has not seen declared."""
+
+
+class OutboxBackend(BaseTaskBackend):
+    """Django tasks as outbox jobs: transactional enqueue, durable, retried, in the admin."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def validate_task(self, task: AnyTask) -> None:
+        super().validate_task(task)
+        # Declared (decorated) for this backend: workers may run it.
+        _declared[task.module_path] = task
+
+    def enqueue(
+        self, task: DjangoTask[_P, _R], args: list[Any], kwargs: dict[str, Any]
+    ) -> TaskResult[_P, _R]:
+        self.validate_task(task)
+        try:
+            payload = {
+                "task": task.module_path,
+                "args": normalize_json(list(args)),
+                "kwargs": normalize_json(dict(kwargs)),
+            }
+        except TypeError as error:
+            raise EnqueueError(
+                f"The arguments of {task.module_path} must be JSON: {error}"
+            ) from error
+        job = enqueue(
+            django_task if self.options.get("ATOMIC", True) else django_task_non_atomic,
+            payload,
+            queue=task.queue_name,
+            priority=task.priority,
+            run_at=task.run_after,
+        )
+        result = _result_of(job, task, self.alias)
+        task_enqueued.send(type(self), task_result=result)
+        return result  # type: ignore[return-value]  # the result of ``task``, typed as any
+
+    def get_result(self, result_id: str) -> AnyResult:
+        job = None
+        if isinstance(result_id, int | str) and str(result_id).isdecimal():
+            job = (
+                Job.objects.using(get_settings().database)
+                .filter(pk=int(result_id), task_name__in=(TASK_NAME, NON_ATOMIC_TASK_NAME))
+                .first()
+            )
+        if job is None:
+            raise TaskResultDoesNotExist(result_id)
+        return _result_of(job, _declared_task(job.payload), self.alias)
+
+
+def _declared_task(payload: Any) -> AnyTask:
+    path = payload.get("task") if isinstance(payload, dict) else None
+    declared = _declared.get(path) if isinstance(path, str) else None
+    if declared is None:
+        raise UnknownDjangoTask(
+            f"No Django task {path!r} is declared for the outbox backend in this process. "
+            "Define it with @django.tasks.task in the tasks module of an installed app (workers "
+            "import those), with a backend whose BACKEND is "
+            "django_outbox.task_backend.OutboxBackend."
+        )
+    return declared
+
+
+def _result_of(job: Job, declared: AnyTask, alias: str) -> AnyResult:
+    """The TaskResult that ``job`` (of ``declared``) stands for."""
+    payload = job.payload if isinstance(job.payload, dict) else {}
+    errors = job.errors if isinstance(job.errors, list) else []
+    try:
+        task_for_job = declared.using(queue_name=job.queue, priority=job.priority)
+        if isinstance(job.run_at, datetime.datetime) and job.run_at > job.enqueued_at:
+            task_for_job = task_for_job.using(run_after=job.run_at)
+    except InvalidTask:
+        # Moved by hand to a queue (or priority) the backend does not list.
+        task_for_job = declared
+    result: AnyResult = TaskResult(
+        task=task_for_job,
+        id=str(job.pk),
+        status=STATUSES.get(JobStatus(job.status), TaskResultStatus.READY),
+        enqueued_at=job.enqueued_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        last_attempted_at=job.started_at,
+        args=payload.get("args", []),
+        kwargs=payload.get("kwargs", {}),
+        backend=alias,
+        errors=[
+            TaskError(
+                exception_class_path=_exception_path(entry.get("traceback", "")),
+                traceback=entry.get("traceback", ""),
+            )
+            for entry in errors
+            if isinstance(entry, dict)
+        ],
+        worker_ids=_worker_ids(job, errors),
+    )
+    if job.status == JobStatus.SUCCEEDED:
+        object.__setattr__(result, "_return_value", job.return_value)
+    return result
+
+
+def _worker_ids(job: Job, errors: list[Any]) -> list[str]:
+    """One worker id per attempt made (Django counts attempts so): those the error history
+    kept (OUTBOX["ERROR_HISTORY"], the newest), the job's worker for its latest attempt, and
+    "" for older attempts no longer kept."""
+    workers = {
+        entry.get("attempt"): str(entry.get("worker", ""))
+        for entry in errors
+        if isinstance(entry, dict)
+    }
+    if job.worker_id and job.attempts:
+        workers.setdefault(job.attempts, job.worker_id)
+    return [workers.get(attempt, "") for attempt in range(1, job.attempts + 1)]
+
+
+def _exception_path(traceback: str) -> str:
+    """The exception class's path from the last line of a formatted traceback."""
+    for line in reversed(traceback.splitlines()):
+        if match := _EXCEPTION_LINE.match(line):
+            name = match.group(1)
+            return name if "." in name else f"builtins.{name}"
+    return "builtins.Exception"
+
+
+def _run(payload: dict[str, Any]) -> None:
+    """Run the Django task a job names, with its arguments; keep what it returns."""
+    declared = _declared_task(payload)
+    job = current_job()
+    args = payload.get("args", [])
+    kwargs = payload.get("kwargs", {})
+    if declared.takes_context:
+        row = Job.objects.using(get_settings().database).get(pk=job.id)
+        context: TaskContext[..., Any] = TaskContext(
+            task_result=_result_of(row, declared, declared.backend)
+        )
+        returned = declared.call(context, *args, **kwargs)
+    else:
+        returned = declared.call(*args, **kwargs)
+    # In an atomic job, inside the attempt's transaction: kept only if its success is.
+    Job.objects.using(get_settings().database).filter(
+        pk=job.id, lease_token=job.lease_token
+    ).update(return_value=normalize_json(returned))
+
+
+@task(name=TASK_NAME)
+def django_task(payload: dict[str, Any]) -> None:
+    """A Django task's job: its writes commit with the job's success."""
+    _run(payload)
+
+
+@task(name=NON_ATOMIC_TASK_NAME, atomic=False)
+def django_task_non_atomic(payload: dict[str, Any]) -> None:
+    """A Django task's job, outside a transaction (OPTIONS={"ATOMIC": False})."""
+    _run(payload)
+
+
+def _send_django_signal(signal: Any, job: ClaimedJob) -> None:
+    """Send Django's task signal for ``job``, read back, if anything listens."""
+    if not signal.has_listeners():
+        return
+    row = Job.objects.using(get_settings().database).filter(pk=job.id).first()
+    if row is None:
+        return
+    declared = _declared_task(row.payload)
+    signal.send(OutboxBackend, task_result=_result_of(row, declared, declared.backend))
+
+
+def _started(sender: Any, job: ClaimedJob, **kwargs: Any) -> None:
+    _send_django_signal(task_started, job)
+
+
+def _finished(sender: Any, job: ClaimedJob, **kwargs: Any) -> None:
+    _send_django_signal(task_finished, job)
+
+
+for _task in (django_task, django_task_non_atomic):
+    signals.job_started.connect(_started, sender=_task, weak=False)
+    for _signal in (signals.job_succeeded, signals.job_failed, signals.job_cancelled):
+        _signal.connect(_finished, sender=_task, weak=False)
+
+__all__ = ["InvalidTask", "OutboxBackend", "UnknownDjangoTask"]

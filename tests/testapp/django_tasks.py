@@ -1,0 +1,46 @@
+"""Tasks of Django's tasks framework (django.tasks, Django 6.0+) on the outbox backend.
+
+Imported by the testapp's tasks module, so that workers declare them as they start.
+"""
+
+from django.tasks import task
+
+from .models import Note
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task(queue_name="emails", priority=10)
+def note(text, *, suffix=""):
+    Note.objects.create(text=text + suffix)
+    return {"written": text + suffix}
+
+
+@task
+def fails(message):
+    raise ValueError(message)
+
+
+@task(takes_context=True)
+def attempt_number(context):
+    return context.attempt
+
+
+@task
+async def add_async(a, b):
+    return a + b
+
+
+@task(backend="non_atomic")
+def note_then_fail(text):
+    Note.objects.create(text=text)
+    raise RuntimeError("after the note")
+
+
+@task
+def writes_then_fails(text):
+    Note.objects.create(text=text)
+    raise RuntimeError("after the note")
