@@ -79,6 +79,8 @@ def test_latency_is_measured_from_commit_to_handler_start(bench):
     assert not Job.objects.exists()
 
 
+# Several clients are worker processes, each importing Django: once, on the production engine.
+@pytest.mark.postgresql
 def test_the_enqueue_figure_compares_with_a_bare_create_and_a_raw_insert(bench):
     results = bench("--runs", "1", "--enqueue-jobs", "30", "--enqueue-clients", "2",
                     "--only", "enqueue")  # fmt: skip

@@ -269,6 +269,24 @@ def enqueue_in_one_transaction(count: int, task: Task, fair_keys: int = 0) -> No
             enqueue_many(task, [{"n": n} for n in range(start, min(count, start + 5000))])
 
 
+def fair_enqueue_cost(count: int, keys: int) -> tuple[float, float]:
+    """Return jobs/s of single enqueues, one per transaction, without a fair key and with one
+    (of ``keys``, in turn), in alternating blocks; the queue holds the jobs enqueued so far."""
+    db = using()
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(3):
+        for fair in (False, True):
+            started = time.perf_counter()
+            for number in range(count // 3):
+                with transaction.atomic(using=db):
+                    bench_tasks.noop.enqueue(
+                        {"n": number}, fair_key=f"tenant-{number % keys}" if fair else None
+                    )
+            rates[fair].append((count // 3) / (time.perf_counter() - started))
+    delete_jobs_of(QUEUE)
+    return median(rates[False]), median(rates[True])
+
+
 def newcomer_wait(backlog: int, *, fair: bool, timeout: float = 600) -> tuple[int, float]:
     """Enqueue ``backlog`` 5 ms jobs under one key (``fair``) or none; once workers run them,
     enqueue one job for a new key. Return how many backlog jobs workers claimed after the

@@ -164,6 +164,13 @@ def _fair(
         f"run {run}: drain over {config.fair_keys:,} fair keys {fair:,.0f}/s, "
         f"unkeyed {unkeyed:,.0f}/s ({fair / unkeyed:.2f}x)"
     )
+    unkeyed_rate, fair_rate = measure.fair_enqueue_cost(config.enqueue_jobs, 100)
+    figure("fair_enqueue_per_s", "jobs/s").runs.append(fair_rate)
+    figure("fair_enqueue_cost_vs_unkeyed", "x").runs.append(unkeyed_rate / fair_rate)
+    log(
+        f"run {run}: enqueue with a fair key (100 keys) {fair_rate:,.0f}/s, without "
+        f"{unkeyed_rate:,.0f}/s ({unkeyed_rate / fair_rate:.2f}x the cost)"
+    )
     for fair_key, label in ((True, "fair"), (False, "unkeyed")):
         ahead, waited = measure.newcomer_wait(config.fair_backlog, fair=fair_key)
         figure(f"{label}_newcomer_claimed_ahead", "jobs").runs.append(ahead)
