@@ -275,8 +275,14 @@ def enqueue(
     using = get_settings().database
     connection = connections[using]
     max_size = get_settings().queue_options(job.queue).max_size
-    if unique_key is None and max_size is None and not parents and fair_key is None:
-        queries_for(connection).insert_job(connection, job)
+    if unique_key is None and max_size is None and not parents:
+        if fair_key is None:
+            queries_for(connection).insert_job(connection, job)
+        else:
+            # No savepoint: nothing here is an error the caller could go on after.
+            with transaction.atomic(using=using, savepoint=False):
+                _serialize_key_enqueuers(job, using)
+                queries_for(connection).insert_job(connection, job)
     else:
         job.unique_key = unique_key
         existing = _insert_checked(job, unique_while, max_size, parents, using)
@@ -373,7 +379,7 @@ def _insert_checked(
         if max_size is not None:
             _reserve_room(job.queue, max_size, 1, using)
         if job.fair_key is not None:
-            _assign_rounds(job, using)
+            _serialize_key_enqueuers(job, using)
         queries.insert_job(connection, job)
         if parents:
             JobDependency.objects.using(using).bulk_create(
@@ -401,16 +407,22 @@ def _reserve_room(queue: str, max_size: int, adding: int, using: str) -> None:
         raise QueueFull(queue, waiting, max_size, adding)
 
 
-def _assign_rounds(template: Job, using: str) -> None:
-    """Give ``template`` (a fair job, or the first of a batch) its round; the key's other
-    enqueuers wait until this transaction ends, so that no two of them take the same rounds."""
+def _serialize_key_enqueuers(template: Job, using: str) -> None:
+    """Make the other enqueuers of ``template``'s fair key wait until this transaction ends, so
+    that no two of them take the same round."""
     from .db import queries_for
-    from .fairness import first_round
 
     connection = connections[using]
     queries_for(connection).serialize_enqueuers(
         connection, f"fair:{template.queue}:{template.fair_key}"
     )
+
+
+def _assign_rounds(template: Job, using: str) -> None:
+    """Give ``template`` (the first job of a fair batch) its round; the batch takes the next."""
+    from .fairness import first_round
+
+    _serialize_key_enqueuers(template, using)
     template.fair_round = first_round(template.queue, str(template.fair_key), using)
 
 

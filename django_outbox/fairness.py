@@ -33,16 +33,23 @@ _CLAIMABLE = ", ".join(f"'{status}'" for status in CLAIMABLE)
 ROUNDS_SQL = f"""
 SELECT
     (SELECT MAX(fair_round) FROM {TABLE}
-     WHERE status = '{JobStatus.RUNNING}' AND queue = {{p}} AND fair_key IS NOT NULL),
+     WHERE status = '{JobStatus.RUNNING}' AND queue = {{p}} AND fair_key IS NOT NULL)
+    AS running,
     (SELECT fair_round FROM {TABLE}
      WHERE status IN ({_CLAIMABLE}) AND queue = {{p}} AND fair_key IS NOT NULL
        AND run_at <= {{due_by}}
-     ORDER BY fair_round LIMIT 1),
+     ORDER BY fair_round LIMIT 1) AS next_due,
     (SELECT MAX(fair_round) FROM {TABLE}
-     WHERE status IN ({_CLAIMABLE}) AND queue = {{p}} AND fair_key IS NOT NULL),
+     WHERE status IN ({_CLAIMABLE}) AND queue = {{p}} AND fair_key IS NOT NULL)
+    AS last_waiting,
     (SELECT MAX(fair_round) FROM {TABLE}
-     WHERE status IN ({_CLAIMABLE}) AND queue = {{p}} AND fair_key = {{p}})
+     WHERE status IN ({_CLAIMABLE}) AND queue = {{p}} AND fair_key = {{p}}) AS key_last
 """
+
+
+def rounds_params(queue: str, key: str) -> tuple[str, ...]:
+    """``ROUNDS_SQL``'s parameters: the queue four times, then the key."""
+    return (queue, queue, queue, queue, key)
 
 
 def first_round(queue: str, key: str, using: str) -> int:
@@ -53,7 +60,7 @@ def first_round(queue: str, key: str, using: str) -> int:
     connection = connections[using]
     queries = queries_for(connection)
     sql = ROUNDS_SQL.format(p=queries.placeholder, due_by=queries.due_by)
-    _, rows = queries.execute(connection, sql, (queue, queue, queue, queue, key))
+    _, rows = queries.execute(connection, sql, rounds_params(queue, key))
     running, next_due, last_waiting, key_last = rows[0]
     served = next_due
     if served is None:

@@ -155,8 +155,15 @@ def _fair(
 ) -> None:
     """Fair keys: a drain spread over many keys against an unkeyed one, in turn; and how
     long a new key waits behind one key's backlog, with and without fair_key."""
-    unkeyed = measure.drain(config.jobs, bench_tasks.noop)
-    fair = measure.drain(config.jobs, bench_tasks.noop, fair_keys=config.fair_keys)
+    # Two of each, in turn (unkeyed, fair, fair, unkeyed): a drift of the machine's speed
+    # weighs on both alike.
+    unkeyed_rates: list[float] = []
+    fair_rates: list[float] = []
+    for fair_first in (False, True):
+        for fair_keys in (config.fair_keys, 0) if fair_first else (0, config.fair_keys):
+            rate = measure.drain(config.jobs, bench_tasks.noop, fair_keys=fair_keys)
+            (fair_rates if fair_keys else unkeyed_rates).append(rate)
+    unkeyed, fair = sum(unkeyed_rates) / 2, sum(fair_rates) / 2
     figure("unkeyed_drain_per_s", "jobs/s").runs.append(unkeyed)
     figure("fair_drain_per_s", "jobs/s").runs.append(fair)
     figure("fair_drain_vs_unkeyed", "x").runs.append(fair / unkeyed)

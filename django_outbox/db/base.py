@@ -128,7 +128,13 @@ class DatabaseQueries:
         raise NotImplementedError
 
     def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
-        """Insert the unsaved ``job`` (its payload encoded) and fill in what the row got."""
+        """Insert the unsaved ``job`` (its payload encoded) and fill in what the row got; a
+        fair job without a round gets the next of its key (call with its key's enqueuers
+        serialized)."""
+        if job.fair_key is not None and job.fair_round is None:
+            from ..fairness import first_round
+
+            job.fair_round = first_round(job.queue, job.fair_key, connection.alias)
         job.save(using=connection.alias, force_insert=True)
 
     def serialize_enqueuers(self, connection: BaseDatabaseWrapper, key: str) -> None:
