@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 BENCH_PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox_bench
 BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
 BENCH_ARGS ?=
-BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk
+BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
 .PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts \
 	test-lts-sqlite test-lts-postgresql wheel chaos demo bench clean
