@@ -20,6 +20,7 @@ interval when none were found: neither kind can hold the other up.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from .db.base import ClaimKind
 
@@ -60,17 +61,48 @@ class ClaimPolicy:
         # The other jobs: while they fill their claims, they and fair jobs take turns.
         self._base = _Looks(waiting=True)
 
+    def claim_round(
+        self,
+        limit: int,
+        claim: Callable[[ClaimKind, int], int],
+        look: Callable[[], set[ClaimKind]],
+    ) -> int:
+        """Claim up to ``limit`` jobs in one round of claims; return how many were claimed.
+
+        ``claim(kind, count)`` claims up to ``count`` jobs of ``kind`` and returns how many it
+        got; ``look()`` returns the kinds with jobs due (``DatabaseQueries.waiting_kinds``).
+        """
+        claimed = 0
+        taken: set[ClaimKind] = set()
+
+        def take(kind: ClaimKind) -> None:
+            nonlocal claimed
+            asked = limit - claimed
+            got = claim(kind, asked)
+            self.claimed(kind, got, asked)
+            taken.add(kind)
+            claimed += got
+
+        fair_first = self.fair_first()
+        self._fair_went_first = fair_first
+        if fair_first:
+            take(ClaimKind.FAIR)
+        if claimed < limit:
+            take(self.base())
+        if self.wants_a_look(taken, room=claimed < limit):
+            for kind in self.looked(taken, look()):
+                if claimed < limit:
+                    take(kind)
+        return claimed
+
     def fair_first(self) -> bool:
-        """Whether this round of claims starts with fair jobs (then call ``started``)."""
+        """Whether this round of claims starts with fair jobs."""
         if self._fair.waiting is None or not self._fair.due(self.every):
             return False
         overdue = not self._fair.waiting
         # Every other round while both kinds fill their claims; every round for an interval
         # after the others left room.
         return overdue or not (self._fair_went_first and self._base.due(self.every))
-
-    def started(self, fair_first: bool) -> None:
-        self._fair_went_first = fair_first
 
     def base(self) -> ClaimKind:
         """The claim for jobs that are not fair: full where plain claims don't pay, or when

@@ -259,32 +259,20 @@ class Worker:
         paused = self._pacing.paused()
 
         jobs: list[ClaimedJob] = []
-        taken: set[ClaimKind] = set()
-        policy = self._claim_policy
 
-        def claim(kind: ClaimKind) -> None:
-            asked = limit - len(jobs)
+        def claim(kind: ClaimKind, count: int) -> int:
             claimed = retry_while_locked(
                 lambda: queries.claim(
-                    connection, self.worker_id, self.queues, asked, self.lease_seconds, paused, kind
+                    connection, self.worker_id, self.queues, count, self.lease_seconds, paused, kind
                 ),
                 stopping=self._stopping.is_set,
             )
-            policy.claimed(kind, len(claimed), asked)
-            taken.add(kind)
             jobs.extend(claimed)
+            return len(claimed)
 
-        fair_first = policy.fair_first()
-        policy.started(fair_first)
-        if fair_first:
-            claim(ClaimKind.FAIR)
-        if len(jobs) < limit:
-            claim(policy.base())
-        if policy.wants_a_look(taken, room=len(jobs) < limit):
-            waiting = queries.waiting_kinds(connection, self.queues)
-            for kind in policy.looked(taken, waiting):
-                if len(jobs) < limit:
-                    claim(kind)
+        self._claim_policy.claim_round(
+            limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
+        )
         self.held.add(jobs)
         self.stats.claimed += len(jobs)
         for job in jobs:

@@ -72,30 +72,21 @@ def test_the_policy_claims_fully_at_start_after_a_full_batch_and_every_interval(
 
 
 def claim_round(policy, *, fair_waiting, others_waiting, limit=10):
-    """One round of a worker's claims (Worker._claim) against a queue where each kind has
-    jobs enough to fill any claim, or none; return the kinds claimed, in order."""
-    claimed: list[ClaimKind] = []
-    taken: set[ClaimKind] = set()
+    """One round of a worker's claims against a queue where each kind has jobs enough to fill
+    any claim, or none; return the kinds that took jobs, in order."""
+    claimed: list[str] = []
 
-    def claim(kind):
-        has = fair_waiting if kind is ClaimKind.FAIR else others_waiting
-        count = (limit - len(claimed)) if has else 0
-        policy.claimed(kind, count, limit - len(claimed))
-        taken.add(kind)
-        claimed.extend([kind] * count)
+    def claim(kind, count):
+        if fair_waiting if kind is ClaimKind.FAIR else others_waiting:
+            claimed.append(kind.value)
+            return count
+        return 0
 
-    fair_first = policy.fair_first()
-    policy.started(fair_first)
-    if fair_first:
-        claim(ClaimKind.FAIR)
-    if len(claimed) < limit:
-        claim(policy.base())
-    if policy.wants_a_look(taken, room=len(claimed) < limit):
-        waiting = {ClaimKind.FAIR} if fair_waiting else set()
-        for kind in policy.looked(taken, waiting):
-            if len(claimed) < limit:
-                claim(kind)
-    return [kind.value for kind in dict.fromkeys(claimed)]
+    def look():
+        return {ClaimKind.FAIR} if fair_waiting else set()
+
+    policy.claim_round(limit, claim, look)
+    return claimed
 
 
 def test_without_plain_claims_every_claim_of_jobs_that_are_not_fair_is_full():
