@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .context import ClaimedJob, current_job
 from .control import Cancellation, cancel, resume
 from .enqueued import EnqueuedJobs
-from .enqueuing import enqueue, enqueue_many
+from .enqueuing import aenqueue, aenqueue_many, enqueue, enqueue_many
 from .exceptions import (
     DuplicateJob,
     EnqueueError,
@@ -62,6 +62,8 @@ __all__ = [
     "TaskNotRegisteredError",
     "TimedOut",
     "UnknownTaskError",
+    "aenqueue",
+    "aenqueue_many",
     "cancel",
     "current_job",
     "enqueue",

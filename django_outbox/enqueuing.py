@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
@@ -497,3 +498,16 @@ def enqueue_many(
             jobs = queries_for(connection).insert_jobs(connection, template, encoded)
     jobs_enqueued(using, [template.queue])
     return jobs
+
+
+async def aenqueue(task: str | Task, payload: Any = None, **options: Any) -> Job:
+    """``enqueue`` from async code: the same arguments, run in the thread Django's sync code
+    of this request uses (``sync_to_async``, thread-sensitive). In an async view the job is
+    written in its own transaction (autocommit), as an ORM write from async code is; to enqueue
+    with other writes atomically, do both in one sync function under ``sync_to_async``."""
+    return await sync_to_async(enqueue, thread_sensitive=True)(task, payload, **options)
+
+
+async def aenqueue_many(task: str | Task, payloads: Iterable[Any], **options: Any) -> EnqueuedJobs:
+    """``enqueue_many`` from async code (see ``aenqueue``)."""
+    return await sync_to_async(enqueue_many, thread_sensitive=True)(task, payloads, **options)

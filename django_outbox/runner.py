@@ -194,7 +194,7 @@ def _run_job(
             )
         else:
             try:
-                job.result = task.func(job.payload)
+                job.result = task.run(job.payload)
             finally:
                 job.handler_done = True
             if job.cancel_requested:
@@ -236,7 +236,7 @@ def _run_atomic(task: Task, job: ClaimedJob, using: str) -> None:
     job.handler_done = False
     with transaction.atomic(using=using):
         try:
-            job.result = task.func(job.payload)
+            job.result = task.run(job.payload)
         finally:
             job.handler_done = True
         if queries_for(connection).transaction_broken(connection):

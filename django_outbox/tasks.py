@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import inspect
 import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, overload
+
+from asgiref.sync import async_to_sync
 
 from . import registry
 from .checks import max_attempts_error, priority_error, queue_name_error
@@ -51,6 +54,7 @@ class Task:
         if not callable(func):
             raise InvalidTaskError(f"@task decorates a function, not {func!r}.")
         self.func = func
+        self.is_async = inspect.iscoroutinefunction(func)
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
         self.name = self.qualified_function if name is None else name
         self._queue = queue
@@ -132,6 +136,17 @@ class Task:
 
     def __call__(self, payload: Any = None) -> Any:
         """Run the function now, in this thread, without a job."""
+        return self.run(payload)
+
+    def run(self, payload: Any) -> Any:
+        """Run the handler for ``payload`` in this thread; an ``async def`` one to its end.
+
+        A coroutine function runs on an event loop of its own (``async_to_sync``); the async
+        ORM's queries (``await Model.objects.acreate(...)``) and ``sync_to_async`` calls run
+        in this thread, so inside the job's transaction when the task is atomic.
+        """
+        if self.is_async:
+            return async_to_sync(self.func)(payload)
         return self.func(payload)
 
     # Settings may change after import (override_settings), so options resolve on each use.
@@ -226,6 +241,12 @@ class Task:
             on_duplicate=on_duplicate,
             fair_key=fair_key,
         )
+
+    async def aenqueue(self, payload: Any = None, **options: Any) -> Job:
+        """``enqueue`` from async code; see ``django_outbox.aenqueue``."""
+        from .enqueuing import aenqueue
+
+        return await aenqueue(self, payload, **options)
 
     def enqueue_many(
         self,

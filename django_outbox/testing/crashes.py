@@ -40,11 +40,11 @@ def _run_handler_uncommitted(job: ClaimedJob) -> None:
         if task.atomic:
             with transaction.atomic(using=get_settings().database):
                 try:
-                    job.result = task.func(job.payload)
+                    job.result = task.run(job.payload)
                 finally:
                     transaction.set_rollback(True, using=get_settings().database)
         else:
-            job.result = task.func(job.payload)
+            job.result = task.run(job.payload)
     except Exception as exc:
         job.error = exc
     finally:

@@ -411,3 +411,12 @@ def ships_order(order):
 if django.VERSION >= (6, 0):
     # Django's own tasks, on the outbox backend: declared where workers import them.
     from . import django_tasks  # noqa: F401
+
+
+@task(max_attempts=2)
+async def notes_asynchronously(payload):
+    """An async handler: the async ORM writes in the job's transaction."""
+    await Note.objects.acreate(text=f"{payload['text']} (attempt {current_job().attempts})")
+    if payload.get("fail_first") and current_job().attempts == 1:
+        raise RuntimeError("first attempt fails after its write")
+    return payload["text"]
