@@ -30,9 +30,16 @@ def test_repeated_sigkills_during_a_drain_lose_nothing_and_commit_atomic_writes_
     non_atomic: list[int] = []
 
     def enqueue(count: int) -> None:
-        payloads = [{"sleep": 0.03}] * (count // 2)
-        atomic.extend(job.pk for job in tasks.chaos_atomic.enqueue_many(payloads))
-        non_atomic.extend(job.pk for job in tasks.chaos_non_atomic.enqueue_many(payloads))
+        # Half of each kind unkeyed, half under fair keys: both claims run between the kills.
+        payloads = [{"sleep": 0.03}] * (count // 4)
+        for fair_key in (None, *(f"tenant-{key}" for key in range(4))):
+            part = payloads if fair_key is None else payloads[: len(payloads) // 4]
+            atomic.extend(
+                job.pk for job in tasks.chaos_atomic.enqueue_many(part, fair_key=fair_key)
+            )
+            non_atomic.extend(
+                job.pk for job in tasks.chaos_non_atomic.enqueue_many(part, fair_key=fair_key)
+            )
 
     enqueue(jobs)
     # Fixed worker ids, as systemd units or StatefulSet pods have: a replacement must take
