@@ -37,7 +37,7 @@ $(VENV)/.installed: pyproject.toml
 $(VENV_LTS)/.installed: pyproject.toml
 	test -x $(VENV_LTS)/bin/python || $(PYTHON_LTS) -m venv $(VENV_LTS)
 	$(VENV_LTS)/bin/pip install --quiet --upgrade pip
-	$(VENV_LTS)/bin/pip install --quiet -e ".[dev]" "django>=5.2,<5.3"
+	$(VENV_LTS)/bin/pip install --quiet -e ".[dev,tasks]" "django>=5.2,<5.3"
 	touch $@
 
 install: $(VENV)/.installed

@@ -16,7 +16,7 @@ class OutboxConfig(AppConfig):
         autodiscover_modules("tasks")
         if uses_task_backend():
             # The outbox task that runs Django tasks, even where no tasks module loaded it.
-            from . import task_backend  # noqa: F401
+            from . import backends  # noqa: F401
 
 
 def uses_task_backend() -> bool:
@@ -28,6 +28,6 @@ def uses_task_backend() -> bool:
         return False
     return any(
         isinstance(options, dict)
-        and options.get("BACKEND") == "django_outbox.task_backend.OutboxBackend"
+        and options.get("BACKEND") == "django_outbox.backends.OutboxBackend"
         for options in backends.values()
     )

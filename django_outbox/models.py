@@ -162,7 +162,7 @@ class Job(models.Model):
     fair_round = models.BigIntegerField(_("fair round"), null=True, blank=True)
     # Another job depends on this one: the retention pruner keeps it while that one waits.
     has_dependents = models.BooleanField(_("has dependents"), default=False, db_default=False)
-    # What a Django task (django.tasks, via task_backend) returned: its result's return_value.
+    # What a Django task (django.tasks, via django_outbox.backends) returned.
     return_value = models.JSONField(_("return value"), null=True, blank=True)
     # OUTBOX["CONTEXT"]'s variables as the enqueuer had them: {dotted path: encoded value}.
     context = PayloadField(_("context"), null=True, blank=True)

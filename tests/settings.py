@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import django
 import environ
@@ -89,15 +90,22 @@ if os.environ.get("OUTBOX_TEST_PREPARE_THRESHOLD") and DATABASES["default"]["ENG
         os.environ["OUTBOX_TEST_PREPARE_THRESHOLD"]
     )
 
-# django.tasks (Django 6.0+): Django's tasks framework on the outbox (django_outbox.task_backend).
-if django.VERSION >= (6, 0):
+# Django's tasks framework on the outbox (django_outbox.backends): django.tasks on Django 6, the
+# django-tasks backport (the "tasks" extra, installed on the 5.2 leg) on Django 5.2.
+try:
+    if not TYPE_CHECKING and django.VERSION < (6, 0):
+        import django_tasks  # noqa: F401
+
+        INSTALLED_APPS.append("django_tasks")
     TASKS = {
         "default": {
-            "BACKEND": "django_outbox.task_backend.OutboxBackend",
+            "BACKEND": "django_outbox.backends.OutboxBackend",
             "QUEUES": ["default", "emails"],
         },
         "non_atomic": {
-            "BACKEND": "django_outbox.task_backend.OutboxBackend",
+            "BACKEND": "django_outbox.backends.OutboxBackend",
             "OPTIONS": {"ATOMIC": False},
         },
     }
+except ImportError:
+    pass

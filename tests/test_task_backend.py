@@ -1,6 +1,7 @@
-"""Django's tasks framework (django.tasks) on the outbox: django_outbox.task_backend."""
+"""Django's tasks framework (django.tasks) on the outbox: django_outbox.backends."""
 
 import datetime
+from typing import TYPE_CHECKING
 
 import django
 import pytest
@@ -8,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from django_outbox import EnqueueError
+from django_outbox.apps import uses_task_backend
 from django_outbox.models import Job, JobStatus
 from django_outbox.testing import run_jobs
 from tests.conftest import run_worker
@@ -15,15 +17,23 @@ from tests.testapp.models import Note
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(django.VERSION < (6, 0), reason="django.tasks came with Django 6.0"),
+    pytest.mark.skipif(
+        not uses_task_backend(), reason="neither django.tasks nor its backport is installed"
+    ),
 ]
 
-if django.VERSION >= (6, 0):
-    from django.tasks import TaskResultStatus, task_backends
-    from django.tasks.exceptions import TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
+if TYPE_CHECKING or uses_task_backend():
+    if TYPE_CHECKING or django.VERSION >= (6, 0):
+        from django.tasks import TaskResultStatus, task_backends
+        from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+        from django.tasks.signals import task_enqueued, task_finished, task_started
+    else:
+        from django_tasks import TaskResultStatus, task_backends
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask
+        from django_tasks.exceptions import TaskResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
 
-    from django_outbox.task_backend import TASK_NAME, OutboxBackend
+    from django_outbox.backends import TASK_NAME, OutboxBackend
     from tests.testapp import django_tasks
 
 
@@ -92,6 +102,35 @@ def test_run_after_defers_the_job():
     run_worker()
     assert Job.objects.get(pk=result.id).status == JobStatus.READY
     assert django_tasks.add.get_result(result.id).task.run_after == later
+
+
+def test_run_after_may_be_a_delay():
+    # A timedelta, which the outbox's backend takes (Django's types say a datetime).
+    delayed = django_tasks.add.using(run_after=datetime.timedelta(minutes=5))  # type: ignore[arg-type]
+    result = delayed.enqueue(1, 1)
+    job = Job.objects.get(pk=result.id)
+    delay = (job.run_at - job.enqueued_at).total_seconds()
+    assert 299 < delay < 301
+    with pytest.raises(InvalidTask, match="negative"):
+        django_tasks.add.using(run_after=datetime.timedelta(seconds=-1))  # type: ignore[arg-type]
+
+
+def test_task_enqueued_is_sent_at_enqueue_before_the_caller_commits():
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append(Job.objects.filter(pk=task_result.id).exists())
+
+    task_enqueued.connect(receiver)
+    try:
+        with transaction.atomic():
+            django_tasks.add.enqueue(1, 2)
+            assert seen == [True]  # Sent inside the transaction (which sees its own row)...
+            transaction.set_rollback(True)
+    finally:
+        task_enqueued.disconnect(receiver)
+    # ... whose rollback then undid the job the signal announced.
+    assert not Job.objects.exists()
 
 
 def test_a_task_that_takes_its_context_sees_its_attempt():
@@ -163,7 +202,5 @@ def test_django_s_task_signals_are_sent():
 
 
 def test_a_queue_the_backend_does_not_list_is_refused_at_declaration():
-    from django.tasks.exceptions import InvalidTask
-
     with pytest.raises(InvalidTask, match="Queue 'reports' is not valid"):
         django_tasks.add.using(queue_name="reports")

@@ -1,9 +1,17 @@
-"""Tasks of Django's tasks framework (django.tasks, Django 6.0+) on the outbox backend.
+"""Tasks of Django's tasks framework (django.tasks, or its backport on Django 5.2) on the outbox
+backend.
 
 Imported by the testapp's tasks module, so that workers declare them as they start.
 """
 
-from django.tasks import task
+from typing import TYPE_CHECKING
+
+import django
+
+if TYPE_CHECKING or django.VERSION >= (6, 0):
+    from django.tasks import task
+else:
+    from django_tasks import task  # The backport, on Django 5.2.
 
 from .models import Note
 

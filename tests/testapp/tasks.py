@@ -9,10 +9,10 @@ import threading
 import time
 from pathlib import Path
 
-import django
 from django.db import IntegrityError, connection, transaction
 
 from django_outbox import GIVE_UP, Halt, RetryPolicy, Snooze, current_job, task
+from django_outbox.apps import uses_task_backend
 
 from .models import Note
 
@@ -408,7 +408,7 @@ def ships_order(order):
     Note.objects.create(text=f"order {order.number} for {order.total}", job_id=current_job().id)
 
 
-if django.VERSION >= (6, 0):
+if uses_task_backend():
     # Django's own tasks, on the outbox backend: declared where workers import them.
     from . import django_tasks  # noqa: F401
 

@@ -1,6 +1,7 @@
-"""A backend for Django's tasks framework (``django.tasks``, Django 6.0+) on the outbox.
+"""A backend for Django's tasks framework (``django.tasks``, Django 6.0+; on Django 5.2 the
+``django-tasks`` backport) on the outbox.
 
-    TASKS = {"default": {"BACKEND": "django_outbox.task_backend.OutboxBackend"}}
+    TASKS = {"default": {"BACKEND": "django_outbox.backends.OutboxBackend"}}
 
 ``my_task.enqueue(*args, **kwargs)`` then writes a job in the caller's transaction, like
 ``django_outbox.enqueue``, and ``run_outbox_worker`` runs it with leases, retries and the
@@ -15,25 +16,39 @@ is looked up among those, never imported.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+import django
 from django.core.exceptions import ImproperlyConfigured
 
-try:
+if TYPE_CHECKING or django.VERSION >= (6, 0):
     from django.tasks import TaskResultStatus
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task as DjangoTask
     from django.tasks.base import TaskContext, TaskError, TaskResult
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
-except ImportError as error:  # Django 5.2
-    raise ImproperlyConfigured(
-        "django_outbox.task_backend is a backend for django.tasks, which Django 6.0 added. "
-        "On Django 5.2, enqueue with django_outbox.enqueue or @django_outbox.task."
-    ) from error
-from django.utils.json import normalize_json
+    from django.utils.json import normalize_json
+else:
+    try:
+        # Django 5.2: the backport, django-tasks (pip install "django-outbox-queue[tasks]").
+        from django_tasks import TaskResultStatus
+        from django_tasks.backends.base import BaseTaskBackend
+        from django_tasks.base import Task as DjangoTask
+        from django_tasks.base import TaskContext, TaskError, TaskResult
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask
+        from django_tasks.exceptions import TaskResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
+        from django_tasks.utils import normalize_json
+    except ImportError as error:
+        raise ImproperlyConfigured(
+            "django_outbox.backends is a backend for Django's tasks framework: django.tasks "
+            "(Django 6.0+) or, on Django 5.2, the django-tasks backport (pip install "
+            '"django-outbox-queue[tasks]").'
+        ) from error
 
 from . import signals
 from .conf import get_settings
@@ -86,6 +101,11 @@ class OutboxBackend(BaseTaskBackend):
     supports_priority = True
 
     def validate_task(self, task: AnyTask) -> None:
+        if isinstance(task.run_after, datetime.timedelta):
+            # A delay from enqueue (Django's own check wants an aware datetime).
+            if task.run_after < datetime.timedelta(0):
+                raise InvalidTask("run_after must not be a negative timedelta.")
+            task = dataclasses.replace(task, run_after=None)
         super().validate_task(task)
         # Declared (decorated) for this backend: workers may run it.
         _declared[task.module_path] = task
@@ -109,7 +129,8 @@ class OutboxBackend(BaseTaskBackend):
             payload,
             queue=task.queue_name,
             priority=task.priority,
-            run_at=task.run_after,
+            run_at=task.run_after if isinstance(task.run_after, datetime.datetime) else None,
+            delay=task.run_after if isinstance(task.run_after, datetime.timedelta) else None,
         )
         result = _result_of(job, task, self.alias)
         task_enqueued.send(type(self), task_result=result)
@@ -136,7 +157,7 @@ def _declared_task(payload: Any) -> AnyTask:
             f"No Django task {path!r} is declared for the outbox backend in this process. "
             "Define it with @django.tasks.task in the tasks module of an installed app (workers "
             "import those), with a backend whose BACKEND is "
-            "django_outbox.task_backend.OutboxBackend."
+            "django_outbox.backends.OutboxBackend."
         )
     return declared
 
