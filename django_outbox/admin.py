@@ -94,6 +94,12 @@ def is_time_limit(error: OperationalError) -> bool:
     )
 
 
+def _json_block(value: Any) -> str:
+    """A JSON value, indented, escaped, in a <pre>."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return format_html("<pre>{}</pre>", text)
+
+
 class SchedulingFilter(admin.SimpleListFilter):
     """Jobs by what their enqueue asked of the scheduler (enqueue's keyword arguments)."""
 
@@ -129,7 +135,7 @@ class JobChangeList(ChangeList):
         return (
             super()
             .get_queryset(request, exclude_parameters)
-            .defer("payload", "last_traceback", "errors")
+            .defer("payload", "last_traceback", "errors", "return_value", "resume_data", "context")
         )
 
 
@@ -183,7 +189,10 @@ class JobAdmin(JobModelAdmin):
                 )
             },
         ),
-        (_("Payload"), {"fields": ("payload_display", "resume_data_display")}),
+        (
+            _("Payload"),
+            {"fields": ("payload_display", "resume_data_display", "return_value_display")},
+        ),
         (
             _("Timing"),
             {"fields": ("enqueued_at", "run_at", "started_at", "finished_at", "lease_expires_at")},
@@ -323,15 +332,15 @@ class JobAdmin(JobModelAdmin):
 
     @admin.display(description=_("payload"))
     def payload_display(self, job: Job) -> str:
-        text = json.dumps(job.payload, indent=2, sort_keys=True, ensure_ascii=False)
-        return format_html("<pre>{}</pre>", text)
+        return _json_block(job.payload)
 
     @admin.display(description=_("resumed with"))
     def resume_data_display(self, job: Job) -> str:
-        if job.resume_data is None:
-            return "-"
-        text = json.dumps(job.resume_data, indent=2, sort_keys=True, ensure_ascii=False)
-        return format_html("<pre>{}</pre>", text)
+        return "-" if job.resume_data is None else _json_block(job.resume_data)
+
+    @admin.display(description=_("returned"))
+    def return_value_display(self, job: Job) -> str:
+        return "-" if job.return_value is None else _json_block(job.return_value)
 
     @admin.display(description=_("traceback"))
     def traceback_display(self, job: Job) -> str:

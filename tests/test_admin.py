@@ -412,11 +412,18 @@ class TestSearch:
         # The result list's query: the one that selects the jobs' rows.
         selects = [sql.partition(" FROM ")[0] for sql in queries_on_jobs(captured)]
         [page] = [select for select in selects if '"django_outbox_job"."status"' in select]
-        for column in ("payload", "last_traceback", '"errors"'):
+        for column in ("payload", "last_traceback", '"errors"', "return_value", "resume_data"):
             assert column not in page
         # The detail page still shows them.
         detail = admin_client.get(reverse("admin:django_outbox_job_change", args=[job.pk]))
         assert "&quot;note&quot;: &quot;small&quot;" in detail.text
+
+    def test_the_detail_page_shows_what_a_job_returned_escaped(self, admin_client):
+        job = make_succeeded(tasks.noop.enqueue())
+        Job.objects.filter(pk=job.pk).update(return_value={"html": "<b>bold</b>"})
+        detail = admin_client.get(reverse("admin:django_outbox_job_change", args=[job.pk]))
+        assert "&lt;b&gt;bold&lt;/b&gt;" in detail.text
+        assert "<b>bold</b>" not in detail.text
 
     def test_a_search_that_runs_too_long_is_stopped_with_a_message_not_an_error_page(
         self, admin_client, monkeypatch
