@@ -73,7 +73,7 @@ NON_ATOMIC_TASK_NAME = "django_outbox.django_task_non_atomic"
 #: The Django tasks declared for an outbox backend in this process, by module path.
 _declared: dict[str, AnyTask] = {}
 
-STATUSES = {
+STATUSES: dict[str, TaskResultStatus] = {
     JobStatus.READY: TaskResultStatus.READY,
     JobStatus.RETRYING: TaskResultStatus.READY,
     JobStatus.HALTED: TaskResultStatus.READY,
@@ -176,7 +176,8 @@ def _result_of(job: Job, declared: AnyTask, alias: str) -> AnyResult:
     result: AnyResult = TaskResult(
         task=task_for_job,
         id=str(job.pk),
-        status=STATUSES.get(JobStatus(job.status), TaskResultStatus.READY),
+        # Every status is one of the outbox's (constraint outbox_job_status_valid).
+        status=STATUSES[job.status],
         enqueued_at=job.enqueued_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
