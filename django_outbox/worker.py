@@ -270,13 +270,17 @@ class Worker:
             jobs.extend(claimed)
             return len(claimed)
 
-        self._claim_policy.claim_round(
-            limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
-        )
-        self.held.add(jobs)
-        self.stats.claimed += len(jobs)
-        for job in jobs:
-            self._ready.put(job)
+        try:
+            self._claim_policy.claim_round(
+                limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
+            )
+        finally:
+            # A later claim of the round may fail: the jobs the earlier ones took are this
+            # worker's all the same (their leases say so), to run rather than leave to expire.
+            self.held.add(jobs)
+            self.stats.claimed += len(jobs)
+            for job in jobs:
+                self._ready.put(job)
         return jobs
 
     def _job_enqueued(self, queue: str) -> None:

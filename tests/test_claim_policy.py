@@ -3,12 +3,13 @@
 import time
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from django_outbox.claim_policy import ClaimPolicy
 from django_outbox.db import queries_for
 from django_outbox.db.base import ClaimKind
 from django_outbox.models import Job, JobStatus
+from tests.conftest import run_worker
 from tests.testapp import tasks
 
 from .processes import wait_until
@@ -140,3 +141,23 @@ def test_without_fair_jobs_a_fair_claim_runs_once_per_interval_while_others_fill
     assert not policy.fair_first()
     time.sleep(0.25)
     assert policy.fair_first()
+
+
+def test_jobs_claimed_before_a_later_claim_of_the_round_fails_are_run(monkeypatch):
+    jobs = [tasks.noop.enqueue() for _ in range(3)]
+    queries = queries_for(connection)
+    looks = []
+
+    def failing_look(db, queues):
+        looks.append(queues)
+        if len(looks) == 1:
+            raise OperationalError("the look after the first claim failed")
+        return set()
+
+    monkeypatch.setattr(queries, "waiting_kinds", failing_look)
+    run_worker(concurrency=4)
+    assert len(looks) >= 1
+    for job in jobs:
+        job.refresh_from_db()
+        # Run by the worker that claimed them, not taken back after their lease expired.
+        assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 1)
