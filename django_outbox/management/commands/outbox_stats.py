@@ -1,0 +1,78 @@
+"""``manage.py outbox_stats``: jobs by queue and status, recent run times and retries."""
+
+from __future__ import annotations
+
+import json
+from argparse import ArgumentParser, ArgumentTypeError
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from django_outbox.models import JobStatus
+from django_outbox.stats import processing_time_stats, queue_stats, retry_stats
+
+
+def _seconds(text: str) -> float:
+    """A window: seconds, or a number with s, m, h or d (``90``, ``15m``, ``1d``)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise ArgumentTypeError(f"{text!r} is not a duration such as 90, 15m, 1h or 7d.") from None
+    if not 0 < seconds <= 3650 * 86400:
+        raise ArgumentTypeError(f"{text!r} must be more than 0 and at most 3650 days.")
+    return seconds
+
+
+class Command(BaseCommand):
+    help = "Show jobs by queue and status, how long recent jobs ran, and how many retried."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--age",
+            type=_seconds,
+            default=3600.0,
+            help="The window of the run time and retry figures (default 1h): 90, 15m, 1h, 7d.",
+        )
+        parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        age = options["age"]
+        figures = {
+            "queues": queue_stats(),
+            "processing_time": processing_time_stats(age=age),
+            "retries": retry_stats(age=age),
+            "age_seconds": age,
+        }
+        if options["json"]:
+            self.stdout.write(json.dumps(figures, indent=2))
+            return
+        self.stdout.write(_table(figures))
+
+
+def _table(figures: dict[str, Any]) -> str:
+    statuses = JobStatus.values
+    width = max([5, *(len(queue) for queue in figures["queues"])])
+    lines = [f"{'queue':<{width}} " + " ".join(f"{status:>9}" for status in statuses)]
+    for queue, counts in figures["queues"].items():
+        lines.append(f"{queue:<{width}} " + " ".join(f"{counts[s]:>9,}" for s in statuses))
+    if not figures["queues"]:
+        lines.append("(no jobs)")
+    times = figures["processing_time"]
+    lines.append("")
+    lines.append(f"Succeeded in the last {figures['age_seconds']:g} s: {times['count']:,} jobs")
+    if times["count"]:
+        lines.append(
+            "run time (s): "
+            + ", ".join(
+                f"{name} {times[name]:.3f}"
+                for name in ("avg", "min", "p50", "p90", "p95", "p99", "max")
+            )
+        )
+    for queue, retries in figures["retries"].items():
+        lines.append(
+            f"{queue}: {retries['finished']:,} finished, {retries['ok']:,} at the first attempt, "
+            f"{retries['retried']:,} retried ({retries['retry_percent']:g}%)"
+        )
+    return "\n".join(lines)
