@@ -205,6 +205,10 @@ def _large_table(
             full = measure.drain(config.ready, bench_tasks.noop)
             figure("drain_large_table_per_s", "jobs/s").runs.append(full)
             log(f"run {run}: drain {config.ready:,} jobs beside {config.retained:,}: {full:,.0f}/s")
+        # The stats with every retained job in their windows (finished just now): the worst case.
+        for name, seconds in measure.time_stats().items():
+            figure(f"stats_{name}_ms", "ms").runs.append(seconds * 1000)
+            log(f"{name} beside {config.retained:,} finished jobs: {seconds * 1000:,.0f} ms")
     finally:
         measure.delete_bench_jobs()
     ratio = figure("large_table_drain_vs_empty", "x")
