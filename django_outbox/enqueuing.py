@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from . import signals
 from .captured import capture
 from .checks import priority_error, queue_name_error
 from .conf import get_settings
@@ -296,6 +297,9 @@ def enqueue(
                 )
             return existing
     jobs_enqueued(using, [job.queue])
+    if signals.job_enqueued.has_listeners():
+        declared = task if isinstance(task, Task) else get_task(task)
+        signals.send(signals.job_enqueued, declared, job=job)
     return job
 
 
@@ -497,6 +501,9 @@ def enqueue_many(
                 _assign_rounds(template, using)
             jobs = queries_for(connection).insert_jobs(connection, template, encoded)
     jobs_enqueued(using, [template.queue])
+    if signals.job_enqueued.has_listeners():
+        for job in jobs:
+            signals.send(signals.job_enqueued, declared, job=job)
     return jobs
 
 

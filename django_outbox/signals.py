@@ -1,8 +1,10 @@
-"""Lifecycle signals, sent by the worker after the job's new status is committed.
+"""Lifecycle signals. The worker sends the job_* ones after the job's new status is committed.
 
 Each is sent with ``sender`` the Task (None for a job whose task is not registered) and
 ``job`` the ClaimedJob. ``job_failed`` and ``job_retrying`` also pass ``error`` (text).
-A receiver that raises is logged and changes nothing about the job or the worker.
+``job_enqueued`` is sent by enqueue, inside the caller's transaction (``job`` the Job);
+``worker_started`` and ``worker_stopped`` by a worker (``sender`` the Worker class, ``worker``
+the Worker). A receiver that raises is logged and changes nothing about the job or the worker.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from django.dispatch import Signal
 
 logger = logging.getLogger(__name__)
 
+#: A job was written by enqueue or enqueue_many (once per job), inside the caller's
+#: transaction, before it commits: a rollback undoes the job the signal announced.
+job_enqueued = Signal()
+#: A worker is about to claim its first jobs; and it has stopped (``stats``, its WorkerStats).
+worker_started = Signal()
+worker_stopped = Signal()
 job_started = Signal()
 job_succeeded = Signal()
 job_retrying = Signal()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from django.db import DatabaseError, connections
 
-from . import shutdown, wakeups
+from . import shutdown, signals, wakeups
 from .claim_policy import ClaimPolicy
 from .completer import Completer
 from .conf import get_settings
@@ -189,6 +189,7 @@ class Worker:
         )
         wakeups.subscribe(self._job_enqueued)
         self._start_threads()
+        signals.send(signals.worker_started, Worker, worker=self)
         try:
             self._rescue_before_claiming()
             while not self._stopping.is_set():
@@ -227,6 +228,7 @@ class Worker:
             wakeups.unsubscribe(self._job_enqueued)
             self._shut_down()
         logger.info("worker stopped worker=%s %s", self.worker_id, self.stats)
+        signals.send(signals.worker_stopped, Worker, worker=self, stats=self.stats)
         return self.stats
 
     def _rescue_before_claiming(self) -> None:
