@@ -61,6 +61,7 @@ def worker_env(**extra: str) -> dict[str, str]:
         OUTBOX_TEST_DATABASE_NAME=str(connection.settings_dict["NAME"]),
         PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench")]),
         PYTHONUNBUFFERED="1",
+        OUTBOX_TEST_PARENT_PID=str(os.getpid()),
     )
     env.update(extra)
     return env

@@ -76,6 +76,11 @@ OUTBOX = {
     "SHUTDOWN_TIMEOUT": 10,
     "RETRY": {"BASE_DELAY": 0.0, "MAX_DELAY": 0.0, "JITTER": 0.0},
 }
+# A worker process ends when the pytest that started it is gone (killed, timed out).
+if os.environ.get("OUTBOX_TEST_PARENT_PID"):
+    from tests import orphan_guard
+
+    orphan_guard.start(int(os.environ["OUTBOX_TEST_PARENT_PID"]))
 # A process test raises the prefetch of the worker processes it starts.
 if os.environ.get("OUTBOX_TEST_PREFETCH"):
     OUTBOX["PREFETCH"] = int(os.environ["OUTBOX_TEST_PREFETCH"])
