@@ -318,3 +318,26 @@ def test_a_worker_without_cron_or_in_burst_mode_starts_no_scheduler(worker_threa
     wait_until(lambda: threads_named("outbox-heartbeat"), what="the worker's threads")
     assert not threads_named("outbox-cron")
     assert not CronState.objects.exists()
+
+
+def test_run_outbox_worker_no_cron_turns_the_scheduler_off():
+    from django_outbox.management.commands.run_outbox_worker import Command
+
+    parser = Command().create_parser("manage.py", "run_outbox_worker")
+    assert parser.parse_args(["--no-cron"]).cron is False
+    assert parser.parse_args([]).cron is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ticks_are_stored_and_read_back_without_use_tz():
+    report = entry()
+    with override_settings(USE_TZ=False):
+        passes([report], utc(2026, 11, 25, 3, 0), utc(2026, 11, 25, 3, 5), utc(2026, 11, 25, 3, 6))
+        state = CronState.objects.get()
+        assert timezone_naive(state.last_tick)
+    assert Job.objects.count() == 1
+    assert CronState.objects.get().last_tick == utc(2026, 11, 25, 3, 5)
+
+
+def timezone_naive(moment: datetime.datetime | None) -> bool:
+    return moment is not None and moment.tzinfo is None
