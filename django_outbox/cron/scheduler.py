@@ -234,10 +234,18 @@ class CronScheduler:
             first_delay=self.retry_seconds,
             max_delay=60.0,
         )
+        first = True
         try:
             while not self.done.is_set():
                 try:
                     self.run_once()
+                    if first:
+                        first = False
+                        logger.info(
+                            "cron scheduler running entries=%s worker=%s",
+                            ",".join(entry.name for entry in self.entries),
+                            self.worker_id,
+                        )
                 except DatabaseError as exc:
                     connection.close()
                     wait = errors.failed(exc)
