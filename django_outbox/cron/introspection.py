@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..conf import get_settings
 from .entries import CronEntry, declared_entries
 from .scheduler import loaded, utc_now
+
+if TYPE_CHECKING:
+    from ..models import CronState
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def schedule(*, now: datetime.datetime | None = None, using: str | None = None) 
 
 
 def _status(
-    entry: CronEntry, state: Any, statuses: dict[int, str], now: datetime.datetime
+    entry: CronEntry, state: CronState | None, statuses: dict[int, str], now: datetime.datetime
 ) -> CronStatus:
     job_id = state.last_job_id if state is not None else None
     return CronStatus(

@@ -18,6 +18,7 @@ import datetime
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -111,7 +112,7 @@ def enqueue_due(entries: Sequence[CronEntry], *, now: datetime.datetime, using: 
         if tick is None or since is None or tick <= since or (last is not None and tick <= last):
             continue
         try:
-            job = retry_while_locked(lambda: _enqueue_tick(entry, tick, now, using))  # noqa: B023
+            job = retry_while_locked(partial(_enqueue_tick, entry, tick, now, using))
         except DatabaseError:
             raise
         except Exception:
