@@ -166,3 +166,16 @@ def test_a_payload_the_task_refuses_is_reported():
         registry.unregister(strict.name)
     assert [error.id for error in errors] == ["django_outbox.E035"]
     assert "validate_payload of tests.cron.strict refused" in errors[0].msg
+
+
+def test_a_cron_task_whose_validate_payload_refuses_none_is_reported():
+    @task(name="tests.cron.needs_payload", cron="@daily", validate_payload=lambda p: p is not None)
+    def needs_payload(payload):
+        return None
+
+    try:
+        errors = outbox_errors(run_checks())
+    finally:
+        registry.unregister(needs_payload.name)
+    assert [error.id for error in errors] == ["django_outbox.E035"]
+    assert "its jobs have no payload" in errors[0].msg

@@ -182,7 +182,20 @@ def entry_errors() -> list[CheckMessage]:
     if setting_errors(user):
         return []
     errors: list[CheckMessage] = []
-    declared = {task.name for task in registered_tasks() if task.cron is not None}
+    cron_tasks = [task for task in registered_tasks() if task.cron is not None]
+    declared = {task.name for task in cron_tasks}
+    for task in cron_tasks:
+        try:
+            task.check_payload(None)
+        except PayloadValidationError as error:
+            errors.append(
+                Error(
+                    f"@task(cron=...) of {task.name}: its jobs have no payload, and {error}",
+                    hint="Declare the schedule in OUTBOX['CRON'] with a PAYLOAD the task "
+                    "accepts, or let validate_payload accept None.",
+                    id="django_outbox.E035",
+                )
+            )
     for name, options in user.get("CRON", {}).items():
         where = f"OUTBOX['CRON'][{brief(name)}]"
         if name in declared:
