@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import subprocess
+import sys
 
 import pytest
 
@@ -182,3 +184,18 @@ def test_task_refuses_a_bad_cron_expression_when_declared():
     with pytest.raises(InvalidTaskError, match=r"cron: '\* \* \*' is not a cron expression"):
         Task(handler, cron="* * *")
     assert Task(handler, cron="*/5 * * * *").cron == "*/5 * * * *"
+
+
+def test_a_task_declares_cron_before_django_is_set_up():
+    # A project's models.py may declare tasks: the app registry is not ready then.
+    code = (
+        "import sys, django_outbox; "
+        "t = django_outbox.Task(print, cron='@daily'); "
+        "assert 'django_outbox.models' not in sys.modules, 'models imported'; "
+        "print(t.cron)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "@daily"

@@ -26,7 +26,6 @@ from django.db import DatabaseError, connections
 from django.db.models import Q
 from django.utils import timezone
 
-from ..db import retry_while_locked, write_transaction
 from ..outage import ErrorBackoff
 from .entries import CronEntry
 from .expressions import UTC
@@ -82,7 +81,9 @@ def loaded(moment: datetime.datetime | None) -> datetime.datetime | None:
 
 
 def _model() -> type[CronState]:
-    # Imported here: this module is imported (by tasks' checks) before the app registry is ready.
+    # The model (and django_outbox.db, which imports models) are imported on use:
+    # @task(cron=...) imports this package, and a project's models.py may declare tasks
+    # before the app registry is ready.
     from ..models import CronState
 
     return CronState
@@ -95,6 +96,8 @@ def enqueue_due(entries: Sequence[CronEntry], *, now: datetime.datetime, using: 
     entry whose enqueue fails otherwise (its task unknown to this deploy, a full queue, a
     payload its task refuses) is logged and its tick is left for the next pass.
     """
+    from ..db import retry_while_locked
+
     model = _model()
     rows = {
         state.name: state
@@ -158,6 +161,7 @@ def _enqueue_tick(
     entry: CronEntry, tick: datetime.datetime, now: datetime.datetime, using: str
 ) -> Job | None:
     """Enqueue ``entry``'s job for ``tick`` if no worker did; return it, or None."""
+    from ..db import write_transaction
     from ..enqueuing import enqueue
 
     model = _model()
