@@ -436,6 +436,10 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
                     id="django_outbox.E012",
                 )
             )
+    if "CRON" in user or "CRON_TIMEZONE" in user:
+        from .cron.checks import setting_errors as cron_setting_errors
+
+        errors += cron_setting_errors(user)
     errors += _queues_errors(merged["QUEUES"])
     problem = queue_name_error(merged["DEFAULT_QUEUE"])
     if problem:
@@ -455,3 +459,13 @@ def check_outbox_setting(
 ) -> list[CheckMessage]:
     """Validate ``settings.OUTBOX``."""
     return outbox_setting_errors(getattr(settings, "OUTBOX", {}))
+
+
+@register(Tags.compatibility)
+def check_cron_entries(
+    app_configs: Iterable[Any] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Validate cron entries against the registered tasks (``django_outbox.cron.checks``)."""
+    from .cron.checks import entry_errors
+
+    return entry_errors()

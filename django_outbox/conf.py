@@ -52,6 +52,12 @@ DEFAULTS: dict[str, Any] = {
     # (enqueue raises QueueFull beyond it; no bound by default); PACE_RETRIES (default True)
     # holds the queue's due retries back until the next poll once a retry fails again.
     "QUEUES": {},
+    # Periodic tasks beside those declared with @task(cron=...), by name: {"nightly-cleanup":
+    # {"TASK": "myapp.tasks.cleanup", "SCHEDULE": "0 3 * * *", "PAYLOAD": {...}, "QUEUE": ...,
+    # "PRIORITY": ..., "TIMEZONE": ...}}. See docs/cron.md.
+    "CRON": {},
+    # The time zone of cron expressions whose entry names none (an IANA name).
+    "CRON_TIMEZONE": "UTC",
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
@@ -96,6 +102,8 @@ class OutboxSettings:
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     context: tuple[str, ...] = ()
     codec: str | None = None
+    cron: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cron_timezone: str = "UTC"
     # queue_options' answers: every enqueue asks them, and settings don't change once read.
     _queue_options: dict[str, QueueOptions] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -161,6 +169,8 @@ def _build(user: Any) -> OutboxSettings:
         queues=dict(merged["QUEUES"]),
         context=tuple(merged["CONTEXT"]),
         codec=merged["CODEC"],
+        cron=dict(merged["CRON"]),
+        cron_timezone=merged["CRON_TIMEZONE"],
     )
 
 

@@ -1,6 +1,6 @@
-"""A worker's housekeeping threads: heartbeats and rescues, the watchdog, and pruning.
+"""A worker's housekeeping threads: heartbeats and rescues, the watchdog, pruning, and cron.
 
-Both run on connections of their own and outlive database errors: a run of failures is logged
+They run on connections of their own and outlive database errors: a run of failures is logged
 once (``ErrorBackoff``) and the thread goes on after a pause, with a new connection.
 """
 
@@ -14,6 +14,7 @@ from functools import partial
 
 from django.db import DatabaseError, connections
 
+from .cron.scheduler import CronScheduler
 from .db import queries_for, retry_while_locked
 from .held import HeldJobs
 from .outage import ErrorBackoff
@@ -39,6 +40,7 @@ class Maintenance:
         retention: dict[str, float | None],
         done: threading.Event,
         fallback: RetryPolicy | None = None,
+        cron: CronScheduler | None = None,
     ) -> None:
         self.using = using
         self.worker_id = worker_id
@@ -51,6 +53,8 @@ class Maintenance:
         self.fallback = fallback or RetryPolicy()
         # Set when the worker has stopped: these threads end and close their connections.
         self.done = done
+        # Enqueues cron entries' ticks; None when there are none (no thread, no queries).
+        self.cron = cron
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -62,6 +66,11 @@ class Maintenance:
             thread = threading.Thread(
                 target=self._repeat, args=(what, work, max_delay), name=name, daemon=True
             )
+            thread.start()
+            self._threads.append(thread)
+        if self.cron is not None:
+            # Its own thread and connection: it wakes at ticks, not at heartbeats.
+            thread = threading.Thread(target=self.cron.run, name="outbox-cron", daemon=True)
             thread.start()
             self._threads.append(thread)
 

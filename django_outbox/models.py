@@ -316,3 +316,31 @@ class JobDependency(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.job_id} after #{self.depends_on_id}"
+
+
+class CronState(models.Model):
+    """What workers know of one cron entry: since when it runs, and the last tick enqueued.
+
+    One row per entry name. A worker enqueues a tick only by moving ``last_tick`` forward, with
+    a conditional UPDATE in the transaction that writes the job: of workers racing for a tick,
+    one moves it and the others update no row (PostgreSQL re-reads the row once the winner
+    commits; SQLite's write lock serializes them), so each tick is enqueued once.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(_("name"), max_length=200, unique=True)
+    # The expression and its time zone ("0 3 * * * UTC"): another schedule starts afresh.
+    schedule = models.CharField(_("schedule"), max_length=255)
+    # When a worker first saw this schedule: earlier ticks never run.
+    since = models.DateTimeField(_("since"))
+    last_tick = models.DateTimeField(_("last tick"), null=True, blank=True)
+    # No foreign key: the retention pruner deletes finished jobs without looking here.
+    last_job_id = models.BigIntegerField(_("last job"), null=True, blank=True)
+    last_enqueued_at = models.DateTimeField(_("last enqueued at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("cron entry")
+        verbose_name_plural = _("cron entries")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.schedule})"

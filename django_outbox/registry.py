@@ -42,3 +42,8 @@ def get_task(name: str) -> Task:
 
 def registered_names() -> list[str]:
     return sorted(_tasks)
+
+
+def registered_tasks() -> list[Task]:
+    """Return the registered tasks, by name."""
+    return [_tasks[name] for name in sorted(_tasks)]

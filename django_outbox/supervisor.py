@@ -45,6 +45,8 @@ class WorkerOptions:
     worker_id: str | None = None
     prefetch: int | None = None
     log_level: int | None = None
+    # Whether the worker enqueues cron entries' ticks (run_outbox_worker --no-cron: not).
+    cron: bool = True
     # Log warnings and errors only, whatever the project's logging says (for the bench, where a
     # line per job would be most of what it measures).
     quiet: bool = False
@@ -65,6 +67,7 @@ class WorkerOptions:
             shutdown_timeout=self.shutdown_timeout,
             worker_id=self.worker_id,
             prefetch=self.prefetch,
+            cron=self.cron,
         )
 
     def for_process(self, number: int) -> WorkerOptions:

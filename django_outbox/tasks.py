@@ -50,6 +50,7 @@ class Task:
         max_execute_time: float | None = None,
         timeout: float | None = None,
         codec: Codec | None = None,
+        cron: str | None = None,
     ) -> None:
         if not callable(func):
             raise InvalidTaskError(f"@task decorates a function, not {func!r}.")
@@ -68,6 +69,7 @@ class Task:
         self.max_execute_time = max_execute_time
         self.timeout = timeout
         self._codec = codec
+        self.cron = cron
         self._validate()
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -99,6 +101,13 @@ class Task:
             raise InvalidTaskError(f"{where}: validate_payload must be callable(payload).")
         if self._codec is not None and (problem := codec_error(self._codec)):
             raise InvalidTaskError(f"{where}: {problem}")
+        if self.cron is not None:
+            from .cron.expressions import CronExpression, CronExpressionError
+
+            try:
+                CronExpression(self.cron)
+            except CronExpressionError as error:
+                raise InvalidTaskError(f"{where}: cron: {error}") from None
         for option in ("max_execute_time", "timeout"):
             seconds = getattr(self, option)
             if seconds is not None and not (
@@ -291,6 +300,7 @@ def task(
     max_execute_time: float | None = ...,
     timeout: float | None = ...,
     codec: Codec | None = ...,
+    cron: str | None = ...,
 ) -> Callable[[Handler], Task]: ...
 def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Handler], Task]:
     """Declare a task: ``@task`` or ``@task(queue="emails", max_attempts=10, ...)``.
@@ -303,7 +313,9 @@ def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Han
     False, to refuse a payload at enqueue: ``PayloadValidationError``, nothing written),
     ``max_execute_time`` (seconds after which a running job's stack is logged at ERROR) and
     ``timeout`` (seconds after which its attempt counts as failed; see ``watchdog``), ``codec``
-    (turns payloads into JSON and back; see ``django_outbox.codecs``).
+    (turns payloads into JSON and back; see ``django_outbox.codecs``), ``cron`` (a cron
+    expression such as ``"*/5 * * * *"``: workers enqueue the task, without a payload, once per
+    tick; see ``django_outbox.cron``).
     """
 
     def decorate(function: Handler) -> Task:

@@ -31,6 +31,8 @@ from .claim_policy import ClaimPolicy
 from .completer import Completer
 from .conf import get_settings
 from .context import ClaimedJob
+from .cron.entries import declared_entries
+from .cron.scheduler import CronScheduler
 from .db import queries_for, retry_while_locked
 from .db.base import ClaimKind
 from .held import HeldJobs
@@ -84,6 +86,7 @@ class Worker:
         shutdown_timeout: float | None = None,
         worker_id: str | None = None,
         prefetch: int | None = None,
+        cron: bool = True,
     ) -> None:
         outbox = get_settings()
         self.using = outbox.database
@@ -138,6 +141,7 @@ class Worker:
             retention=outbox.retention,
             done=self._helpers_done,
             fallback=self.fallback_policy,
+            cron=self._cron_scheduler(cron),
         )
         self._claim_errors = ErrorBackoff(
             f"claiming jobs worker={self.worker_id}",
@@ -150,6 +154,21 @@ class Worker:
             logger,
             first_delay=self.poll_seconds,
             max_delay=MAX_CLAIM_BACKOFF,
+        )
+
+    def _cron_scheduler(self, enabled: bool) -> CronScheduler | None:
+        """Return the scheduler of the declared cron entries, or None if it has nothing to do.
+
+        A burst worker never schedules: it exits once nothing is runnable, and a tick's job
+        would be left to chance.
+        """
+        if not enabled or self.burst:
+            return None
+        entries = declared_entries()
+        if not entries:
+            return None
+        return CronScheduler(
+            entries, using=self.using, worker_id=self.worker_id, done=self._helpers_done
         )
 
     # Control, callable from signal handlers and other threads.

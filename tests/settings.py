@@ -84,6 +84,11 @@ if os.environ.get("OUTBOX_TEST_PARENT_PID"):
 # A process test raises the prefetch of the worker processes it starts.
 if os.environ.get("OUTBOX_TEST_PREFETCH"):
     OUTBOX["PREFETCH"] = int(os.environ["OUTBOX_TEST_PREFETCH"])
+# A process test gives its workers a cron entry (tests/test_cron_processes.py).
+if os.environ.get("OUTBOX_TEST_CRON"):
+    OUTBOX["CRON"] = {
+        "every-minute": {"TASK": "tests.testapp.tasks.note_cron_tick", "SCHEDULE": "* * * * *"}
+    }
 # A chaos test starts a worker whose host clock is off.
 if os.environ.get("OUTBOX_TEST_CLOCK_SKEW_SECONDS"):
     import tests.skewed_clock  # noqa: F401

@@ -47,12 +47,13 @@ def test_the_package_imports_before_django_is_set_up():
 def test_the_api_reference_lists_every_public_name():
     from pathlib import Path
 
-    from django_outbox import signals, testing
+    from django_outbox import cron, signals, testing
 
     reference = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     names = [
         *django_outbox.__all__,
         *testing.__all__,
+        *cron.__all__,
         *(name for name in vars(signals) if name.startswith("job_")),
     ]
     missing = [name for name in names if f"`{name}" not in reference]

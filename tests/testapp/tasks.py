@@ -420,3 +420,12 @@ async def notes_asynchronously(payload):
     if payload.get("fail_first") and current_job().attempts == 1:
         raise RuntimeError("first attempt fails after its write")
     return payload["text"]
+
+
+@task
+def note_cron_tick(payload):
+    """Write the tick its cron job is for (tests of django_outbox.cron)."""
+    from django_outbox.cron import current_tick
+
+    tick = current_tick()
+    Note.objects.create(text=f"{payload!r} {tick.isoformat() if tick else None}")

@@ -114,6 +114,12 @@ class Command(BaseCommand):
             "Default: OUTBOX['SHUTDOWN_TIMEOUT'] (30).",
         )
         parser.add_argument("--worker-id", default=None, help="Name shown on the jobs it runs.")
+        parser.add_argument(
+            "--no-cron",
+            action="store_false",
+            dest="cron",
+            help="Do not enqueue cron entries' jobs (other workers do); run them all the same.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         for name in options["queues"]:
@@ -132,6 +138,7 @@ class Command(BaseCommand):
             worker_id=options["worker_id"],
             prefetch=options["prefetch"],
             log_level=log_level,
+            cron=options["cron"],
         )
         if processes > 1:
             self._supervise(worker_options, processes)
