@@ -1,5 +1,10 @@
-"""The Python in README.md and docs/: it parses, and every name it takes from django_outbox
-exists, so that a rename cannot leave the docs pointing at nothing."""
+"""The Python in README.md and docs/ runs, so that the docs cannot rot.
+
+Every Python block parses and names only what django_outbox has. Each page's blocks then run
+in order against the test database (tests/docs_runner.py says how), except blocks marked
+``<!-- not run: reason -->`` (tests/markdown_blocks.py lists the directives) and the
+quickstart's project files, which tests/test_quickstart.py builds into a project and runs.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +14,40 @@ import importlib.util
 import re
 from pathlib import Path
 
+import django
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from django_outbox.apps import uses_task_backend
+from tests.docs_runner import Page
+from tests.markdown_blocks import REPO, Block, parse
+
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+PAGES = {document: parse(document) for document in DOCUMENTS}
+BLOCKS = [block for blocks in PAGES.values() for block in blocks if block.lang == "python"]
+#: Blocks that are files of the quickstart's project, run by tests/test_quickstart.py.
+QUICKSTART = {"file", "append"}
 
 
-def python_blocks() -> list[tuple[str, str]]:
-    blocks = []
-    for path in DOCUMENTS:
-        text = path.read_text()
-        for match in BLOCK.finditer(text):
-            line = text[: match.start()].count("\n") + 2
-            blocks.append((f"{path.relative_to(REPO)}:{line}", match.group(1)))
-    return blocks
-
-
-BLOCKS = python_blocks()
+def is_run_here(block: Block) -> bool:
+    return not ({"not run"} | QUICKSTART) & set(block.directives)
 
 
 def test_the_docs_have_python_to_check():
     assert len(BLOCKS) > 20
+
+
+def test_most_python_examples_are_run_not_only_parsed():
+    run = [block for block in BLOCKS if is_run_here(block)]
+    assert len(run) >= 30, [block.where for block in BLOCKS if not is_run_here(block)]
+
+
+def test_blocks_not_run_say_why_and_project_files_are_the_quickstart_s():
+    for blocks in PAGES.values():
+        for block in blocks:
+            if "not run" in block.directives:
+                assert len(block.directives["not run"]) > 10, f"{block.where}: say why"
+            if QUICKSTART & set(block.directives):
+                assert block.document.name == "quickstart.md", block.where
 
 
 def outbox_names(tree: ast.AST) -> list[tuple[str, str]]:
@@ -53,15 +70,68 @@ def outbox_names(tree: ast.AST) -> list[tuple[str, str]]:
     return names
 
 
-@pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
-def test_a_python_example_parses_and_names_only_what_django_outbox_has(where, code):
-    tree = ast.parse(code, filename=where)
+@pytest.mark.parametrize("block", BLOCKS, ids=[block.where for block in BLOCKS])
+def test_a_python_example_parses_and_names_only_what_django_outbox_has(block):
+    tree = ast.parse(block.code, filename=block.where)
     for module_name, name in outbox_names(tree):
         module = importlib.import_module(module_name)
         if name:
             assert hasattr(module, name) or importlib.util.find_spec(f"{module_name}.{name}"), (
-                f"{where}: {module_name} has no {name}"
+                f"{block.where}: {module_name} has no {name}"
             )
+
+
+RUN_PAGES = [
+    document
+    for document, blocks in PAGES.items()
+    if any(block.lang == "python" and is_run_here(block) for block in blocks)
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "document", RUN_PAGES, ids=[str(page.relative_to(REPO)) for page in RUN_PAGES]
+)
+def test_the_python_examples_of_a_page_run(document: Path):
+    if document.name == "django-tasks.md" and (django.VERSION < (6, 0) or not uses_task_backend()):
+        pytest.skip("the page imports django.tasks (Django 6); the backport's names differ")
+    page = Page([block for block in PAGES[document] if not QUICKSTART & set(block.directives)])
+    ran = page.run()
+    assert ran == [block.where for block in page.runnable() if is_run_here(block)]
+
+
+def page_of(tmp_path: Path, text: str) -> Page:
+    document = tmp_path / "page.md"
+    document.write_text(text)
+    return Page(parse(document))
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("```python\nsum([1, 2])  # => 4: the sum\n```\n", "the page says 4"),
+        ("```python\nundefined_name.enqueue({})\n```\n", "undefined_name"),
+        ("```python\nx = 1\n```\n<!-- after:\nassert x == 2, 'after failed'\n-->\n", "after"),
+        ("```python\n# settings.py\nOUTBOX = {'LEASE_SECONDS': -1}\n```\n", "LEASE_SECONDS"),
+        ("```python\n# settings.py\nDEBUG_PROPAGATE_EXCEPTIONS = 1\n```\n", "cannot apply"),
+    ],
+)
+def test_the_runner_fails_on_a_wrong_example(tmp_path, text, error):
+    """The runner can fail: a result the page states wrongly, a name it never defines, a
+    failed check, settings the checks refuse, a setting it cannot apply."""
+    with pytest.raises(Exception, match=error):
+        page_of(tmp_path, text).run()
+
+
+def test_the_runner_does_not_run_blocks_marked_not_run(tmp_path):
+    page = page_of(
+        tmp_path,
+        "<!-- not run: a fragment, for the sake of this test -->\n"
+        "```python\nraise SystemExit\n```\n\n```python\nx = 1  # => None\n```\n",
+    )
+    with pytest.raises(ValueError, match="not an expression"):
+        page.run()
+    assert page.ran == []
 
 
 def test_settings_paths_in_the_docs_name_real_objects():
