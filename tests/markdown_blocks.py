@@ -12,6 +12,8 @@ a block's opening fence, or, for ``after``, right after its closing fence:
     block did (``assert ...``).
 ``<!-- file: path -->`` and ``<!-- append: path -->`` (the quickstart)
     The block is the whole of file ``path`` of the project, or is added at its end.
+``<!-- output: description -->`` (the quickstart)
+    Each line of the block is in what the shell block before it printed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DIRECTIVES = frozenset({"not run", "before", "after", "file", "append"})
+DIRECTIVES = frozenset({"not run", "before", "after", "file", "append", "output"})
 OPENING = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)\s*$")
 COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$", re.S)
 DIRECTIVE = re.compile(r"^\s*(?P<key>[a-z][a-z ]*?)\s*:(?P<value>.*)$", re.S)
