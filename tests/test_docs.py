@@ -147,3 +147,47 @@ def test_settings_paths_in_the_docs_name_real_objects():
         except ImportError:
             module = importlib.import_module(module_name)
             assert hasattr(module, name), f"{dotted} does not exist"
+
+
+CONFIGURATION = REPO / "docs" / "configuration.md"
+
+
+def configuration_table() -> dict[str, str]:
+    """The key table of docs/configuration.md: key -> its default cell, as written."""
+    text = CONFIGURATION.read_text()
+    table = text[text.index("| key | default | meaning |") :].split("\n\n", 1)[0]
+    return dict(re.findall(r"^\| `([A-Z_]+)` \| (.+?) \|", table, re.M))
+
+
+def test_configuration_md_lists_every_key_with_its_default():
+    from django_outbox.conf import DEFAULTS
+
+    table = configuration_table()
+    (example,) = [block for block in PAGES[CONFIGURATION] if "DATABASE" in block.code]
+    shown: dict[str, object] = {}
+    exec(example.code, shown)
+    for key, default in DEFAULTS.items():
+        assert key in table, f"docs/configuration.md has no row for OUTBOX[{key!r}]"
+        cell = table[key].strip("`")
+        value = shown["OUTBOX"][key] if cell == "see above" else ast.literal_eval(cell)  # type: ignore[index]
+        assert value == default, f"docs/configuration.md: {key} defaults to {default!r}"
+    assert set(table) == set(DEFAULTS), "docs/configuration.md lists keys that do not exist"
+
+
+def test_configuration_md_names_every_option_of_a_queue_retry_and_retention():
+    from django_outbox.conf import QUEUE_KEYS, RETENTION_KEYS, RETRY_KEYS
+
+    text = CONFIGURATION.read_text()
+    for key in sorted(QUEUE_KEYS | RETRY_KEYS | RETENTION_KEYS):
+        assert f"`{key}`" in text or f'"{key}"' in text, key
+
+
+def test_configuration_md_explains_every_system_check():
+    source = (REPO / "django_outbox" / "checks.py").read_text()
+    ids = set(re.findall(r"django_outbox\.[EW]\d{3}", source))
+    assert len(ids) >= 12
+    documented = set(
+        re.findall(r"^\| `(django_outbox\.[EW]\d{3})` \|", CONFIGURATION.read_text(), re.M)
+    )
+    assert sorted(ids - documented) == [], "check ids missing from docs/configuration.md"
+    assert sorted(documented - ids) == [], "docs/configuration.md explains checks that do not exist"
