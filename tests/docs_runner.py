@@ -52,12 +52,17 @@ class BillingClient:
     def __init__(self) -> None:
         self.open = True
         self.pushed: list[Any] = []
+        self.charges: dict[str, Any] = {}
 
     def is_open(self) -> bool:
         return self.open
 
     def push(self, invoice_id: Any) -> None:
         self.pushed.append(invoice_id)
+
+    def charge(self, order_id: Any, amount: Any, *, idempotency_key: str) -> None:
+        """Charge once per key, as payment APIs do with an idempotency key."""
+        self.charges.setdefault(idempotency_key, (order_id, amount))
 
 
 def reader_modules() -> dict[str, dict[str, Any]]:

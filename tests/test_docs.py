@@ -191,3 +191,13 @@ def test_configuration_md_explains_every_system_check():
     )
     assert sorted(ids - documented) == [], "check ids missing from docs/configuration.md"
     assert sorted(documented - ids) == [], "docs/configuration.md explains checks that do not exist"
+
+
+def test_the_docs_index_links_every_page_and_the_readme_links_the_index():
+    index = (REPO / "docs" / "README.md").read_text()
+    linked = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
+    pages = {path.name for path in (REPO / "docs").glob("*.md")} - {"README.md"}
+    assert sorted(pages - linked) == [], "pages missing from docs/README.md"
+    readme = (REPO / "README.md").read_text()
+    for page in ("docs/README.md", "docs/quickstart.md", "docs/concepts.md", "docs/comparison.md"):
+        assert f"]({page})" in readme, page
