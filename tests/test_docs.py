@@ -201,3 +201,23 @@ def test_the_docs_index_links_every_page_and_the_readme_links_the_index():
     readme = (REPO / "README.md").read_text()
     for page in ("docs/README.md", "docs/quickstart.md", "docs/concepts.md", "docs/comparison.md"):
         assert f"]({page})" in readme, page
+
+
+def test_the_commands_and_worker_options_the_docs_name_exist():
+    from django.core.management import get_commands, load_command_class
+
+    texts = [path.read_text() for path in DOCUMENTS]
+    commands = {name for text in texts for name in re.findall(r"manage\.py ([a-z_]+)", text)}
+    assert {"run_outbox_worker", "migrate"} <= commands
+    assert sorted(commands - set(get_commands())) == []
+
+    parser = load_command_class("django_outbox", "run_outbox_worker").create_parser(
+        "manage.py", "run_outbox_worker"
+    )
+    known = {option for action in parser._actions for option in action.option_strings}
+    # Lines that run the worker, and the README's table of its options.
+    lines = [line for text in texts for line in text.splitlines() if "run_outbox_worker" in line]
+    lines += re.findall(r"^\| `--.*$", (REPO / "README.md").read_text(), re.M)
+    named = {option for line in lines for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line)}
+    assert {"--burst", "--concurrency", "--processes"} <= named
+    assert sorted(named - known) == [], "options of run_outbox_worker the docs name"
