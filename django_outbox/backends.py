@@ -54,7 +54,7 @@ from . import signals
 from .conf import get_settings
 from .context import ClaimedJob, current_job
 from .enqueuing import enqueue
-from .exceptions import EnqueueError, OutboxError
+from .exceptions import OutboxError
 from .models import Job, JobStatus
 from .tasks import task
 
@@ -121,9 +121,8 @@ class OutboxBackend(BaseTaskBackend):
                 "kwargs": normalize_json(dict(kwargs)),
             }
         except TypeError as error:
-            raise EnqueueError(
-                f"The arguments of {task.module_path} must be JSON: {error}"
-            ) from error
+            # A TypeError, as Django's own backends raise (django.utils.json.normalize_json).
+            raise TypeError(f"The arguments of {task.module_path} must be JSON: {error}") from error
         job = enqueue(
             django_task if self.options.get("ATOMIC", True) else django_task_non_atomic,
             payload,

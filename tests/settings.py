@@ -38,6 +38,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django_outbox",
     "tests.testapp",
+    # The models of the docs' examples (tests/test_docs.py runs them).
+    "tests.docsapp",
     # bench/outbox_bench: the benchmark, whose command the suite checks runs (not how fast).
     "outbox_bench",
 ]
@@ -67,6 +69,9 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The docs' examples send email (the test environment swaps in the locmem backend). Django 6.1
+# warns when MAILERS is unset; older versions ignore it.
+MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
 
 OUTBOX = {
     # Short, so tests of lease expiry and retries finish quickly.

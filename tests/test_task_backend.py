@@ -1,14 +1,20 @@
 """Django's tasks framework (django.tasks) on the outbox: django_outbox.backends."""
 
+import asyncio
+import dataclasses
 import datetime
+import logging
+import pickle
 from typing import TYPE_CHECKING
 
 import django
 import pytest
-from django.db import transaction
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections, transaction
+from django.test import override_settings
 from django.utils import timezone
 
-from django_outbox import EnqueueError
 from django_outbox.apps import uses_task_backend
 from django_outbox.models import Job, JobStatus
 from django_outbox.testing import run_jobs
@@ -24,13 +30,19 @@ pytestmark = [
 
 if TYPE_CHECKING or uses_task_backend():
     if TYPE_CHECKING or django.VERSION >= (6, 0):
-        from django.tasks import TaskResultStatus, task_backends
-        from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+        from django.tasks import TaskResultStatus, task, task_backends
+        from django.tasks.base import Task as DjangoTask
+        from django.tasks.exceptions import (
+            InvalidTask,
+            TaskResultDoesNotExist,
+            TaskResultMismatch,
+        )
         from django.tasks.signals import task_enqueued, task_finished, task_started
     else:
-        from django_tasks import TaskResultStatus, task_backends
+        from django_tasks import TaskResultStatus, task, task_backends
+        from django_tasks.base import Task as DjangoTask
         from django_tasks.exceptions import InvalidTaskError as InvalidTask
-        from django_tasks.exceptions import TaskResultDoesNotExist
+        from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
         from django_tasks.signals import task_enqueued, task_finished, task_started
 
     from django_outbox.backends import TASK_NAME, OutboxBackend
@@ -146,12 +158,6 @@ def test_an_async_task_runs():
     assert returned == 5
 
 
-def test_arguments_that_are_not_json_are_refused_at_enqueue():
-    with pytest.raises((EnqueueError, TypeError)):
-        django_tasks.add.enqueue(object(), 1)
-    assert not Job.objects.exists()
-
-
 def test_an_unknown_id_or_another_job_is_no_result():
     other = Job.objects.create(
         task_name="tests.testapp.tasks.noop", queue="default", max_attempts=1
@@ -204,3 +210,194 @@ def test_django_s_task_signals_are_sent():
 def test_a_queue_the_backend_does_not_list_is_refused_at_declaration():
     with pytest.raises(InvalidTask, match="Queue 'reports' is not valid"):
         django_tasks.add.using(queue_name="reports")
+
+
+# The behaviours Django's own tests check of its backends (django/django tests/tasks:
+# test_immediate_backend.py, test_dummy_backend.py, test_tasks.py), for this one.
+
+
+@pytest.fixture
+def two_attempts(settings):
+    settings.OUTBOX = {**settings.OUTBOX, "MAX_ATTEMPTS": 2}
+
+
+def test_the_configured_backend_is_the_outbox_s():
+    backend = task_backends["default"]
+    assert isinstance(backend, OutboxBackend)
+    assert (backend.alias, backend.options) == ("default", {})
+    assert task_backends["non_atomic"].options == {"ATOMIC": False}
+    assert (backend.supports_defer, backend.supports_async_task) == (True, True)
+    assert (backend.supports_get_result, backend.supports_priority) == (True, True)
+
+
+def test_enqueue_returns_a_ready_result_with_the_task_and_its_arguments():
+    result = django_tasks.noop.enqueue(1, two=3)
+    assert result.status == TaskResultStatus.READY
+    assert result.is_finished is False
+    assert (result.started_at, result.finished_at, result.last_attempted_at) == (None, None, None)
+    assert result.enqueued_at is not None
+    assert result.task == django_tasks.noop
+    assert (result.args, result.kwargs) == ([1], {"two": 3})
+    assert (result.attempts, result.worker_ids, result.errors) == (0, [], [])
+    assert result.backend == "default"
+    with pytest.raises(ValueError, match="Task has not finished yet"):
+        _ = result.return_value
+
+
+def test_get_result_returns_what_enqueue_returned_until_the_job_runs():
+    later = timezone.now() + datetime.timedelta(hours=1)
+    for declared in [django_tasks.noop, django_tasks.noop.using(priority=7, run_after=later)]:
+        result = declared.enqueue("a", b=[1])
+        assert django_tasks.noop.get_result(result.id) == result
+        assert task_backends["default"].get_result(result.id) == result
+        refreshed = dataclasses.replace(result)
+        refreshed.refresh()
+        assert refreshed == result
+
+
+def test_a_finished_result_has_its_times_attempts_and_return_value():
+    result = django_tasks.add.enqueue(40, 2)
+    run_worker()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.is_finished is True
+    assert result.return_value == 42
+    assert result.enqueued_at is not None
+    assert result.started_at is not None
+    assert result.finished_at is not None
+    assert result.enqueued_at <= result.started_at <= result.finished_at
+    assert result.last_attempted_at == result.started_at
+    assert result.attempts == 1
+    assert len(result.worker_ids) == 1
+    assert result.worker_ids[0]
+
+
+def test_get_result_of_another_task_s_id_is_a_mismatch():
+    result = django_tasks.add.enqueue(1, 2)
+    with pytest.raises(TaskResultMismatch, match="Task does not match"):
+        django_tasks.noop.get_result(result.id)
+
+
+def test_arguments_json_cannot_hold_are_a_type_error_as_with_django_s_backends():
+    with pytest.raises(TypeError, match="Unsupported type"):
+        django_tasks.noop.enqueue(datetime.datetime.now())
+    with pytest.raises(TypeError, match="Unsupported type"):
+        django_tasks.noop.enqueue(when={1, 2})
+    assert not Job.objects.exists()
+
+
+def test_django_s_validation_of_priority_run_after_and_context_applies():
+    with pytest.raises(InvalidTask, match="run_after must be an aware datetime"):
+        django_tasks.noop.using(run_after=datetime.datetime.now())
+    for priority in (-101, 101, 3.1):
+        with pytest.raises(InvalidTask, match="priority must be a whole number"):
+            django_tasks.noop.using(priority=priority)  # type: ignore[arg-type]
+    for priority in (-100, 0, 100):
+        assert django_tasks.noop.using(priority=priority).priority == priority
+    with pytest.raises(InvalidTask, match="first argument of 'context'"):
+        task(takes_context=True)(django_tasks.add.func)
+
+
+def test_a_queue_the_backend_does_not_list_is_refused_at_enqueue(settings):
+    declared = django_tasks.noop.using(queue_name="emails")
+    settings.TASKS = {
+        "default": {"BACKEND": "django_outbox.backends.OutboxBackend", "QUEUES": ["other"]}
+    }
+    with pytest.raises(InvalidTask, match="Queue 'emails' is not valid for backend"):
+        declared.enqueue()
+
+    async def aenqueue():
+        try:
+            await declared.aenqueue()
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    with pytest.raises(InvalidTask, match="Queue 'emails' is not valid for backend"):
+        asyncio.run(aenqueue())
+    assert not Job.objects.exists()
+
+
+def test_a_task_that_takes_its_context_sees_its_own_result():
+    result = django_tasks.own_result_id.enqueue()
+    run_worker()
+    assert django_tasks.own_result_id.get_result(result.id).return_value == result.id
+
+
+@pytest.mark.parametrize(
+    ("declared", "exception", "message"),
+    [
+        ("fails", ValueError, "ValueError: no luck\n"),
+        ("exits", SystemExit, "SystemExit: This task exited\n"),
+        ("raises_nested", ValueError, "ValueError: This task failed\n"),
+        ("returns_a_set", TypeError, "Unsupported type"),
+    ],
+)
+def test_an_exception_or_a_return_value_json_cannot_hold_fails_the_task(
+    two_attempts, declared, exception, message
+):
+    args = ["no luck"] if declared == "fails" else []
+    result = getattr(django_tasks, declared).enqueue(*args)
+    run_worker()
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.is_finished is True
+    assert result.enqueued_at is not None
+    assert result.started_at is not None
+    assert result.finished_at is not None
+    assert result.enqueued_at <= result.started_at <= result.finished_at
+    assert len(result.errors) == result.attempts == 2
+    assert result.errors[0].exception_class is exception
+    if message.endswith("\n"):
+        assert result.errors[0].traceback.endswith(message), result.errors[0].traceback
+    else:
+        assert message in result.errors[0].traceback
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = result.return_value
+
+
+def test_aenqueue_and_aget_result():
+    async def enqueue_then_read():
+        result = await django_tasks.add.aenqueue(2, 3)
+        assert result.status == TaskResultStatus.READY
+        assert await django_tasks.add.aget_result(result.id) == result
+        with pytest.raises(TaskResultDoesNotExist):
+            await django_tasks.add.aget_result("123456789")
+        # aenqueue ran in asgiref's thread, on a connection of its own.
+        await sync_to_async(connections.close_all)()
+        return result
+
+    result = asyncio.run(enqueue_then_read())
+    run_worker()
+
+    async def arefresh():
+        await result.arefresh()
+        await sync_to_async(connections.close_all)()
+
+    asyncio.run(arefresh())
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 5)
+
+
+def test_django_s_tasks_logger_records_enqueue_start_and_finish(caplog):
+    # The backport on Django 5.2 logs as "django_tasks".
+    logger_name = "django.tasks" if django.VERSION >= (6, 0) else "django_tasks"
+    caplog.set_level(logging.DEBUG, logger=logger_name)
+    result = django_tasks.add.enqueue(1, 1)
+    failed = django_tasks.fails.using(priority=1).enqueue("logged")
+    with override_settings(OUTBOX={**settings.OUTBOX, "MAX_ATTEMPTS": 1}):
+        run_worker()
+    lines = [r.getMessage() for r in caplog.records if r.name == logger_name]
+    assert (
+        f"Task id={result.id} path=tests.testapp.django_tasks.add enqueued backend=default" in lines
+    )
+    for status in ("RUNNING", "SUCCESSFUL"):
+        assert f"Task id={result.id} path=tests.testapp.django_tasks.add state={status}" in lines
+    assert f"Task id={failed.id} path=tests.testapp.django_tasks.fails state=FAILED" in lines
+
+
+@pytest.mark.skipif(
+    not hasattr(DjangoTask if uses_task_backend() else object, "_reconstruct"),
+    reason="this version of Django's Task does not pickle",
+)
+def test_a_result_pickles():
+    result = django_tasks.add.enqueue(1, 2)
+    assert pickle.loads(pickle.dumps(result)) == result

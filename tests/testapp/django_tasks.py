@@ -52,3 +52,28 @@ def note_then_fail(text):
 def writes_then_fails(text):
     Note.objects.create(text=text)
     raise RuntimeError("after the note")
+
+
+@task
+def noop(*args, **kwargs):
+    return None
+
+
+@task(takes_context=True)
+def own_result_id(context):
+    return context.task_result.id
+
+
+@task
+def exits():
+    raise SystemExit("This task exited")
+
+
+@task
+def raises_nested():
+    raise ValueError(ValueError("This task failed"))
+
+
+@task
+def returns_a_set():
+    return {1, 2}
