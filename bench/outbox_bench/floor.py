@@ -8,7 +8,11 @@ Python, no Django and no ORM in the way:
 * ``insert_per_s`` -- single-row INSERT commits per second (``insert1``);
 * ``claim1_per_s`` -- transactions per second that each claim one row with SKIP LOCKED
   (``claim1``);
-* ``claim100_rows_per_s`` -- rows per second claimed 100 per statement (``claim100``, tps x 100).
+* ``claim100_rows_per_s`` -- rows per second claimed 100 per statement (``claim100``, tps x 100);
+* ``atomic_job_per_s`` -- transactions per second that do what an atomic job that writes one row
+  sends, its claim aside (a hundredth of a claim of 100 per job): ``BEGIN``, the handler's
+  single-row INSERT, the success mark (an UPDATE of one job row by primary key), ``COMMIT``
+  (``atomic_job``). No Python runs a handler here: an atomic drain that writes cannot reach it.
 
 Absolute figures say more about the machine than about the code: a laptop on battery, a busy CI
 runner and a server differ by several times, and even one machine drifts from minute to minute.
@@ -72,7 +76,19 @@ _CLAIM100 = (
     " AND queue = 'default' AND run_at <= now() ORDER BY priority DESC, run_at, id"
     " LIMIT 100 FOR UPDATE SKIP LOCKED) RETURNING id, payload;\n"
 )
-_SCRIPTS = {"insert1": _INSERT1, "claim1": _CLAIM1, "claim100": _CLAIM100}
+_ATOMIC_JOB = (
+    "\\set id random(1, 300000)\n"
+    "BEGIN;\n"
+    "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1,1,1,1,now());\n"
+    "UPDATE q SET status = 2, locked_until = NULL, finished_at = now() WHERE id = :id;\n"
+    "COMMIT;\n"
+)
+_SCRIPTS = {
+    "insert1": _INSERT1,
+    "claim1": _CLAIM1,
+    "claim100": _CLAIM100,
+    "atomic_job": _ATOMIC_JOB,
+}
 
 # Rows in ``q`` before a claim run: 300,000 as in the reference setup, more for long runs so the
 # queue cannot run dry (the reference machine claims ~3,700 rows/s one by one and ~93,000 rows/s
@@ -100,13 +116,15 @@ class Floor:
     insert_per_s: float  # median single-row INSERT commits/s
     claim1_per_s: float  # median single-claim transactions/s
     claim100_rows_per_s: float  # median rows/s claimed 100 per statement
-    runs: list[dict[str, float]]  # each run's three figures, keyed like the fields above
+    atomic_job_per_s: float  # median BEGIN, INSERT, UPDATE by id, COMMIT transactions/s
+    runs: list[dict[str, float]]  # each run's four figures, keyed like the fields above
 
     def as_dict(self) -> dict[str, object]:
         return {
             "insert_per_s": self.insert_per_s,
             "claim1_per_s": self.claim1_per_s,
             "claim100_rows_per_s": self.claim100_rows_per_s,
+            "atomic_job_per_s": self.atomic_job_per_s,
             "runs": [dict(run) for run in self.runs],
         }
 
@@ -236,22 +254,27 @@ class _Bench:
                     insert = self._tps(scripts["insert1"])
                     claim1 = self._claim_run(conn, "claim1", scripts["claim1"], 1)
                     claim100 = self._claim_run(conn, "claim100", scripts["claim100"], 100)
+                    # After a claim run q holds at least _BASE_ROWS rows for its UPDATEs.
+                    atomic_job = self._tps(scripts["atomic_job"])
                     results.append(
                         {
                             "insert_per_s": insert,
                             "claim1_per_s": claim1,
                             "claim100_rows_per_s": claim100,
+                            "atomic_job_per_s": atomic_job,
                         }
                     )
                     self.say(
                         f"floor run {number}/{runs}: insert {insert:.0f}/s, "
-                        f"claim1 {claim1:.0f}/s, claim100 {claim100:.0f} rows/s"
+                        f"claim1 {claim1:.0f}/s, claim100 {claim100:.0f} rows/s, "
+                        f"atomic job {atomic_job:.0f}/s"
                     )
 
         return Floor(
             insert_per_s=statistics.median(run["insert_per_s"] for run in results),
             claim1_per_s=statistics.median(run["claim1_per_s"] for run in results),
             claim100_rows_per_s=statistics.median(run["claim100_rows_per_s"] for run in results),
+            atomic_job_per_s=statistics.median(run["atomic_job_per_s"] for run in results),
             runs=results,
         )
 

@@ -244,6 +244,13 @@ def _floor(
         "atomic_drain_per_s": floor.insert_per_s,
         "atomic_noop_drain_per_s": floor.claim1_per_s,
     }
+    if "atomic_drain_per_s" in figures:
+        # The share of its own SQL's floor an atomic drain that writes reaches (issue 12).
+        figures["atomic_drain_vs_atomic_job_floor"] = measure.Figure(
+            "atomic_drain_vs_atomic_job_floor",
+            "x",
+            [figures["atomic_drain_per_s"].value / floor.atomic_job_per_s],
+        )
     for name, base in ratios.items():
         if name in figures:
             ratio_name = {
@@ -290,7 +297,8 @@ def format_table(results: dict[str, Any]) -> str:
         lines.append(
             f"PostgreSQL floor (pgbench, medians): INSERT {floor['insert_per_s']:,.0f}/s, "
             f"claim 1 {floor['claim1_per_s']:,.0f}/s, "
-            f"claim 100 {floor['claim100_rows_per_s']:,.0f} rows/s"
+            f"claim 100 {floor['claim100_rows_per_s']:,.0f} rows/s, "
+            f"atomic job (BEGIN, INSERT, UPDATE, COMMIT) {floor['atomic_job_per_s']:,.0f}/s"
         )
     return "\n".join(lines)
 
