@@ -130,7 +130,8 @@ class Job(models.Model):
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     last_error = models.TextField(_("last error"), blank=True)
     last_traceback = models.TextField(_("last traceback"), blank=True)
-    # The newest attempts' errors: [{"attempt", "at", "worker", "error", "traceback"}, ...].
+    # The newest attempts' errors: [{"attempt", "at", "worker", "error", "traceback",
+    # "started_at"}, ...] ("started_at" since issue 9; "at" is when the attempt ended).
     errors = models.JSONField(_("errors"), default=list, blank=True)
     # Set by cancel() while the job runs: the handler may stop early (current_job()), and the
     # attempt ends as cancelled. Database defaults: the hot INSERTs leave these columns out.

@@ -1,0 +1,250 @@
+"""Time the job admin's pages at 1,000,000 retained jobs on PostgreSQL (issue 9, item 1).
+
+Run from the repository's top, with PostgreSQL on 127.0.0.1:5432 (user postgres)::
+
+    .venv/bin/python bench/admin_pages.py [--rows 1000000] [--keep] [--reuse] [--explain]
+
+It creates the database ``outbox_admin_pages`` (dropping an older one unless --reuse finds it
+loaded), migrates it and loads the jobs with INSERT ... SELECT generate_series: nearly all
+succeeded, 2% failed with a traceback and an error history, some cancelled, a backlog of ready
+jobs, a few running and halted ones, and three old jobs in a queue of their own (the filter
+that finds least). Task names and queues are the ones the admin's filters offer. It then requests
+each page through Django's test client as a superuser, as a browser would, and prints the
+median and slowest of RUNS requests after one warm-up, rendering included. --explain prints
+the plan of each list query. docs/performance.md ("Admin pages") records a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DATABASE = "outbox_admin_pages"
+SERVER = "postgres://postgres@127.0.0.1:5432"
+RUNS = 7
+RARE_QUEUE = "rare"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+# %(tasks)s and %(queues)s: SQL arrays of the names the filters offer. g counts from the
+# oldest job; the newest are the backlog and the running and halted jobs.
+LOAD_JOBS = """
+INSERT INTO django_outbox_job (
+    task_name, queue, payload, status, priority, run_at, attempts, max_attempts, worker_id,
+    enqueued_at, started_at, finished_at, last_error, last_traceback, errors, lease_token,
+    lease_expires_at, halt_reason
+)
+SELECT
+    tasks[1 + g %% cardinality(tasks)],
+    queues[1 + g %% cardinality(queues)],
+    jsonb_build_object('order', g, 'note', 'an ordinary payload of a few dozen bytes'),
+    status,
+    0,
+    at,
+    CASE WHEN status IN ('ready') THEN 0 WHEN status = 'failed' THEN 3 ELSE 1 END,
+    3,
+    CASE WHEN status = 'ready' THEN '' ELSE 'host-' || (g %% 4) || ':' || (1000 + g %% 16) END,
+    at,
+    CASE WHEN status = 'ready' THEN NULL ELSE at END,
+    CASE WHEN status IN ('succeeded', 'failed', 'cancelled') THEN at + interval '50 ms' END,
+    CASE WHEN status = 'failed' THEN 'KeyError: ''customer'' (order ' || g || ')' ELSE '' END,
+    CASE WHEN status = 'failed' THEN repeat('Traceback line ', 40) ELSE '' END,
+    CASE WHEN status = 'failed' THEN jsonb_build_array(
+        jsonb_build_object('attempt', 1, 'at', at, 'worker', 'host-1:1001', 'error', 'KeyError'),
+        jsonb_build_object('attempt', 2, 'at', at, 'worker', 'host-2:1002', 'error', 'KeyError'),
+        jsonb_build_object('attempt', 3, 'at', at, 'worker', 'host-3:1003', 'error', 'KeyError'))
+    ELSE '[]'::jsonb END,
+    CASE WHEN status = 'running' THEN gen_random_uuid() END,
+    CASE WHEN status = 'running' THEN now() + interval '1 hour' END,
+    CASE WHEN status = 'halted' THEN 'waiting for approval' ELSE '' END
+FROM generate_series(1, %(rows)s) AS g,
+    LATERAL (SELECT now() - ((%(rows)s - g) * interval '2 seconds')) AS t(at),
+    LATERAL (SELECT CASE
+        WHEN g > %(rows)s - 8 THEN 'running'
+        WHEN g > %(rows)s - 13 THEN 'halted'
+        WHEN g > %(rows)s - 2013 THEN 'ready'
+        WHEN g %% 50 = 0 THEN 'failed'
+        WHEN g %% 200 = 1 THEN 'cancelled'
+        ELSE 'succeeded' END) AS s(status),
+    LATERAL (SELECT %(tasks)s::text[], %(queues)s::text[]) AS n(tasks, queues)
+"""
+LOAD_RARE = """
+INSERT INTO django_outbox_job (task_name, queue, payload, status, priority, max_attempts,
+    attempts, worker_id, enqueued_at, run_at, started_at, finished_at, last_error,
+    last_traceback, errors)
+SELECT %s, %s, '{}'::jsonb, 'succeeded', 0, 1, 1, 'host-0:1000', at, at, at, at, '', '', '[]'
+FROM generate_series(1, 3) AS g, LATERAL (SELECT now() - g * interval '300 days') AS t(at)
+"""
+
+
+def server_command(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
+        connection.execute(sql)
+
+
+def database_exists() -> bool:
+    import psycopg
+
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
+        found = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]
+        ).fetchone()
+    return found is not None
+
+
+def timed(client: Any, url: str, params: dict[str, str]) -> tuple[list[float], int, str]:
+    """Return the seconds of RUNS requests (after one warm-up), the status and the count shown."""
+    response = client.get(url, params)
+    seconds = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        response = client.get(url, params)
+        seconds.append(time.perf_counter() - started)
+    shown = ""
+    if response.status_code == 200 and response.context and "cl" in response.context:
+        from django_outbox.admin_paging import count_text
+
+        shown = count_text(response.context["cl"].paginator)
+    return seconds, response.status_code, shown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--keep", action="store_true", help="Leave the database for a look.")
+    parser.add_argument("--reuse", action="store_true", help="Use the database a --keep left.")
+    parser.add_argument("--explain", action="store_true", help="Print each list query's plan.")
+    arguments = parser.parse_args()
+
+    reuse = arguments.reuse and database_exists()
+    if not reuse:
+        server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
+        server_command(f"CREATE DATABASE {DATABASE}")
+    try:
+        run_pages(arguments.rows, load_rows=not reuse, explain=arguments.explain)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not arguments.keep:
+            server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
+
+
+def load(rows: int) -> None:
+    from django.db import connection
+
+    from django_outbox.admin_filters import queue_choices, task_choices
+
+    tasks = task_choices()
+    queues = queue_choices()
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        # The rare queue's jobs first: the oldest ids, the far end of the list's order.
+        cursor.execute(LOAD_RARE, [tasks[0], RARE_QUEUE])
+        cursor.execute(LOAD_JOBS, {"rows": rows, "tasks": tasks, "queues": queues})
+        cursor.execute("VACUUM ANALYZE django_outbox_job")
+    print(f"Loaded {rows:,} jobs in {time.perf_counter() - started:.0f} s.")
+
+
+def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
+    from django.urls import reverse
+
+    from django_outbox.admin_filters import queue_choices, task_choices
+    from django_outbox.models import Job
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0)
+    if load_rows:
+        load(rows)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_size_pretty(pg_total_relation_size('django_outbox_job'))")
+        size = cursor.fetchone()[0]
+        cursor.execute("SELECT version()")
+        version = cursor.fetchone()[0].split(" on ")[0]
+        cursor.execute("SELECT status, count(*) FROM django_outbox_job GROUP BY 1 ORDER BY 2 DESC")
+        statuses = ", ".join(f"{status} {count:,}" for status, count in cursor.fetchall())
+    print(f"Jobs: {statuses}. Table with indexes and TOAST: {size}.")
+    print(f"{version}; Django {django.get_version()}; Python {platform.python_version()}, ", end="")
+    print(f"{os.cpu_count()} cores, {platform.machine()}")
+
+    client = Client()
+    user = User.objects.filter(username="bench").first() or User.objects.create_superuser(
+        "bench", password="bench"
+    )
+    client.force_login(user)
+    changelist = reverse("admin:django_outbox_job_changelist")
+    failed = Job.objects.filter(status="failed").order_by("-id").values_list("pk", flat=True)[0]
+    oldest = Job.objects.order_by("id").values_list("pk", flat=True)[0]
+    task = task_choices()[1]
+    queue = queue_choices()[1]
+    cases: list[tuple[str, str, dict[str, str]]] = [
+        ("list, no filter", changelist, {}),
+        ("list, page 2", changelist, {"p": "2"}),
+        ("list, the last page offered", changelist, {"p": "200"}),
+        ("status failed", changelist, {"status__exact": "failed"}),
+        ("status ready", changelist, {"status__exact": "ready"}),
+        ("status running", changelist, {"status__exact": "running"}),
+        ("status halted", changelist, {"status__exact": "halted"}),
+        (f"queue {queue}", changelist, {"queue": queue}),
+        (f"task {task.rsplit('.', 1)[-1]}", changelist, {"task_name": task}),
+        ("queue with 3 jobs", changelist, {"queue": RARE_QUEUE}),
+        ("status failed and a task", changelist, {"status__exact": "failed", "task_name": task}),
+        ("search by id (the oldest job)", changelist, {"q": str(oldest)}),
+        (
+            "a failed job's page",
+            reverse("admin:django_outbox_job_change", args=[failed]),
+            {},
+        ),
+        (
+            "its edit-payload page",
+            reverse("admin:django_outbox_job_edit_payload", args=[failed]),
+            {},
+        ),
+    ]
+    print()
+    print(f"{'page':<36} {'median ms':>9} {'max ms':>7}   count shown")
+    for name, url, params in cases:
+        seconds, status, shown = timed(client, url, params)
+        line = f"{name:<36} {ms(statistics.median(seconds)):>9} {ms(max(seconds)):>7}   "
+        print(line + (shown if status == 200 else f"HTTP {status}"))
+        if explain and url == changelist:
+            with CaptureQueriesContext(connection) as captured:
+                client.get(url, params)
+            for query in captured.captured_queries:
+                if "django_outbox_job" in query["sql"] and not query["sql"].startswith("EXPLAIN"):
+                    print_plan(connection, query["sql"])
+
+
+def print_plan(connection: Any, sql: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}")
+        plan = [row[0] for row in cursor.fetchall()]
+    print(f"    {sql[:160]}")
+    for line in plan:
+        print(f"      {line}")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Paging the job list without counting a million rows.
+
+Django's paginator counts every job the list matches (``SELECT COUNT(*)``), a scan of the table
+or of an index at each request. Here the count stops at ``JobPaginator.count_limit``: a list
+with more jobs pages through its first ``count_limit`` (the newest, at the default order), and
+says about how many it holds: PostgreSQL's estimate for the query (its planner's, from the
+table's statistics), or "more than" the limit where the database has none (SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import QuerySet
+from django.utils.formats import number_format
+from django.utils.translation import gettext
+
+
+def estimated_rows(queryset: QuerySet[Any]) -> int | None:
+    """Return the database's estimate of the rows ``queryset`` matches, or None if it has none.
+
+    PostgreSQL: the planner's row estimate (``EXPLAIN``, which plans the query without running
+    it: about a millisecond).
+    """
+    if connections[queryset.db].vendor != "postgresql":
+        return None
+    plan = json.loads(queryset.order_by().explain(format="json"))
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+class JobPaginator(Paginator):  # type: ignore[type-arg]
+    """Count up to ``count_limit`` jobs; past it, page through those and estimate the rest."""
+
+    #: The most jobs counted exactly, and the most a list pages through.
+    count_limit = 10_000
+
+    @cached_property
+    def counted(self) -> int:
+        # No ORDER BY in the count: the database may then count along any index that serves the
+        # filter, and stop at the limit.
+        object_list: QuerySet[Any] = self.object_list  # type: ignore[assignment]
+        return int(object_list.order_by()[: self.count_limit + 1].count())
+
+    @property
+    def exact(self) -> bool:
+        """Whether ``count`` is every job the list matches."""
+        return self.counted <= self.count_limit
+
+    @cached_property
+    def count(self) -> int:
+        return min(self.counted, self.count_limit)
+
+    @cached_property
+    def estimate(self) -> int | None:
+        """How many jobs the list matches: exactly, estimated, or None (more than the limit)."""
+        if self.exact:
+            return self.count
+        estimate = estimated_rows(self.object_list)  # type: ignore[arg-type]
+        # The planner's statistics may lag: never less than what was counted.
+        return None if estimate is None else max(estimate, self.counted)
+
+
+def count_text(paginator: Paginator) -> str:  # type: ignore[type-arg]
+    """The number of jobs a list matches, as the list shows it: "12", "about 1,000,000"."""
+    if not isinstance(paginator, JobPaginator) or paginator.exact:
+        return number_format(paginator.count, force_grouping=True)
+    if paginator.estimate is None:
+        return gettext("more than %(count)s") % {
+            "count": number_format(paginator.count_limit, force_grouping=True)
+        }
+    return gettext("about %(count)s") % {
+        "count": number_format(paginator.estimate, force_grouping=True)
+    }
+
+
+class ShownCount(int):
+    """A count that the admin's templates show as a text ("about 1,000,000").
+
+    The changelist's templates print ``cl.result_count`` ("Select all 12 jobs", "12 jobs") and
+    use it as a number (plural forms, comparisons). An int whose text is the estimate serves
+    both, without copying the admin's templates (which change between Django versions).
+    """
+
+    text: str
+
+    def __new__(cls, value: int, text: str) -> ShownCount:
+        count = super().__new__(cls, value)
+        count.text = text
+        return count
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __html__(self) -> str:
+        # Django's number formatting marks an int safe as it is: the text is escaped here.
+        from django.utils.html import escape
+
+        return str(escape(self.text))
