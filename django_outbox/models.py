@@ -254,6 +254,30 @@ class Job(models.Model):
                 name="outbox_job_unique_key",
                 condition=Q(unique_key__isnull=False),
             ),
+            # The admin's list of jobs of one waiting status, newest first (the status filter
+            # repeats this condition, so that SQLite uses the index too). Partial: one entry
+            # per enqueue, retry, snooze or halt; none for running or finished jobs.
+            models.Index(
+                F("status"),
+                F("id"),
+                name="outbox_job_pending",
+                condition=Q(status__in=PENDING),
+            ),
+            # The admin's failed jobs of one task or queue, newest first: what an operator looks
+            # for. An entry only when a job fails; a task or queue without a status filter is
+            # listed along the primary key (fast for all but a few jobs among millions).
+            models.Index(
+                F("task_name"),
+                F("id"),
+                name="outbox_job_failed_task",
+                condition=Q(status=JobStatus.FAILED),
+            ),
+            models.Index(
+                F("queue"),
+                F("id"),
+                name="outbox_job_failed_queue",
+                condition=Q(status=JobStatus.FAILED),
+            ),
             # Retention pruning: the oldest finished jobs of a status, without a table scan.
             models.Index(
                 F("status"),

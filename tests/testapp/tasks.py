@@ -420,3 +420,15 @@ async def notes_asynchronously(payload):
     if payload.get("fail_first") and current_job().attempts == 1:
         raise RuntimeError("first attempt fails after its write")
     return payload["text"]
+
+
+def has_customer(payload):
+    if not isinstance(payload, dict) or not isinstance(payload.get("customer"), dict):
+        raise ValueError("an invoice needs a customer")
+
+
+@task(max_attempts=2, validate_payload=has_customer)
+def sends_invoice(payload):
+    """Fails on data without the customer's email: a poison message until the payload is fixed."""
+    email = payload["customer"]["email"]
+    Note.objects.create(text=f"invoice {payload.get('number')} to {email}")
