@@ -27,6 +27,7 @@ from django.utils.text import Truncator, format_lazy
 from django.utils.timesince import timesince
 from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
 
 from . import admin_edit, admin_history
 from .admin_filters import QueueFilter, SchedulingFilter, StatusFilter, TaskFilter
@@ -211,26 +212,27 @@ class JobAdmin(JobModelAdmin):
 
     def job_urls(self) -> list[URLPattern]:
         """URLs of views on one job: ``admin:django_outbox_job_<name>``, taking its id."""
+        # name: (path segment, view, whether it takes POSTs only).
         views = {
-            "edit_payload": ("edit-payload", admin_edit.edit_payload_view),
-            "retry": ("retry", admin_edit.retry_view),
-            "cancel": ("cancel", admin_edit.cancel_view),
+            "edit_payload": ("edit-payload", admin_edit.edit_payload_view, False),
+            "retry": ("retry", admin_edit.retry_view, True),
+            "cancel": ("cancel", admin_edit.cancel_view, True),
         }
         info = (self.opts.app_label, self.opts.model_name)
         return [
             path(
                 f"<path:object_id>/{segment}/",
-                self.admin_site.admin_view(self._job_view(view)),
+                self.admin_site.admin_view(self._job_view(view, post_only)),
                 name="{}_{}_".format(*info) + name,
             )
-            for name, (segment, view) in views.items()
+            for name, (segment, view, post_only) in views.items()
         ]
 
-    def _job_view(self, view: Any) -> Any:
+    def _job_view(self, view: Any, post_only: bool) -> Any:
         def bound(request: HttpRequest, object_id: str) -> HttpResponse:
             return view(self, request, object_id)  # type: ignore[no-any-return]
 
-        return bound
+        return require_POST(bound) if post_only else bound
 
     def change_view(
         self,

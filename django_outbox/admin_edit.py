@@ -22,7 +22,6 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
-from django.views.decorators.http import require_POST
 
 from .control import cancel_jobs, retry_with_payload
 from .exceptions import EnqueueError, JobNotFound, JobStateError, PayloadDecodeError
@@ -148,9 +147,8 @@ def edit_payload_view(model_admin: JobAdmin, request: HttpRequest, object_id: st
     return TemplateResponse(request, "admin/django_outbox/job/edit_payload.html", context)
 
 
-@require_POST
 def retry_view(model_admin: JobAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """Make the failed or cancelled job ready to run now."""
+    """Make the failed or cancelled job ready to run now (POST only: see JobAdmin.job_urls)."""
     found = _job_or_redirect(model_admin, request, object_id)
     if not isinstance(found, Job):
         return found
@@ -172,9 +170,8 @@ def retry_view(model_admin: JobAdmin, request: HttpRequest, object_id: str) -> H
     return _job_page(job)
 
 
-@require_POST
 def cancel_view(model_admin: JobAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """Cancel the job, or ask its worker to stop it if it runs."""
+    """Cancel the job, or ask its worker to stop it if it runs (POST only)."""
     found = _job_or_redirect(model_admin, request, object_id)
     if not isinstance(found, Job):
         return found
