@@ -153,6 +153,8 @@ class JobAdmin(JobModelAdmin):
     list_per_page = 50
     show_full_result_count = False
     actions = ("retry_selected", "cancel_selected", "resume_selected", "delete_selected")
+    # What an operator reads first (status, error, history) at the top; what enqueue asked of
+    # the scheduler folded away.
     fieldsets = (
         (
             None,
@@ -162,17 +164,14 @@ class JobAdmin(JobModelAdmin):
                     "queue",
                     "status_display",
                     "age_display",
-                    "priority",
                     "attempts_display",
-                    "dependencies_display",
-                    "unique_key",
-                    "lock_key",
-                    "fair_key",
-                    "fair_round",
+                    "priority",
                     "halt_reason",
                 )
             },
         ),
+        (_("Errors"), {"fields": ("last_error_display", "traceback_display")}),
+        (_("History"), {"fields": ("history_display",)}),
         (
             _("Payload"),
             {"fields": ("payload_display", "resume_data_display", "return_value_display")},
@@ -182,8 +181,19 @@ class JobAdmin(JobModelAdmin):
             {"fields": ("enqueued_at", "run_at", "started_at", "finished_at", "lease_expires_at")},
         ),
         (_("Worker"), {"fields": ("worker_id", "lease_token")}),
-        (_("Errors"), {"fields": ("last_error_display", "traceback_display")}),
-        (_("History"), {"fields": ("history_display",)}),
+        (
+            _("Scheduling"),
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "dependencies_display",
+                    "unique_key",
+                    "lock_key",
+                    "fair_key",
+                    "fair_round",
+                ),
+            },
+        ),
     )
     # Every field shown is read-only: jobs change through the actions, never the form.
     readonly_fields = tuple(flatten_fieldsets(fieldsets))

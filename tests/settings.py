@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # The admin's CSS and scripts, for the browser tests' live server.
+    "django.contrib.staticfiles",
     "django_outbox",
     "tests.testapp",
     # bench/outbox_bench: the benchmark, whose command the suite checks runs (not how fast).
@@ -62,6 +64,7 @@ TEMPLATES = [
     }
 ]
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "static/"
 SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
