@@ -70,6 +70,8 @@ STATUS_COLOURS = {
     JobStatus.HALTED: "#6a1b9a",
     JobStatus.CANCELLED: "#616161",
 }
+#: The most jobs the delete confirmation names (it counts the others).
+DELETE_LISTED = 100
 #: How much of the last error the list reads: its first line is shown.
 ERROR_HEAD_LENGTH = 200
 
@@ -289,6 +291,28 @@ class JobAdmin(JobModelAdmin):
             self.message_user(request, _running_not_deleted(1), messages.ERROR)
             return HttpResponseRedirect(reverse("admin:django_outbox_job_change", args=[job.pk]))
         return super().delete_view(request, object_id, extra_context)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """What the delete confirmation shows: the first jobs and how many, read through
+        ``OUTBOX["DATABASE"]``.
+
+        Django's own collects every related row on the router's database: a million rows for
+        "select all", on a database the jobs may not be on. A job's only related rows are its
+        dependencies, which go with it and which no admin user edits.
+        """
+        if isinstance(objs, QuerySet):
+            count = objs.count()
+            listed = list(objs[:DELETE_LISTED])
+        else:
+            listed = list(objs)
+            count = len(listed)
+        deletable: list[Any] = [str(job) for job in listed]
+        if count > len(listed):
+            deletable.append(gettext("... and %(count)d more") % {"count": count - len(listed)})
+        perms_needed = set() if self.has_delete_permission(request) else {str(_("jobs"))}
+        return deletable, {str(Job._meta.verbose_name_plural): count}, perms_needed, []
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         # Checked again as the rows are deleted: a job may have been claimed since the

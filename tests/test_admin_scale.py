@@ -282,6 +282,22 @@ class TestRefusals:
         page = admin_client.get(reverse(CHANGE, args=[running.pk]))
         assert "deletelink" not in page.text
 
+    def test_the_delete_confirmation_names_the_first_jobs_and_counts_them_all(
+        self, admin_client, monkeypatch
+    ):
+        from django_outbox import admin as job_admin
+
+        monkeypatch.setattr(job_admin, "DELETE_LISTED", 2)
+        jobs = [make_succeeded(tasks.noop.enqueue()) for _ in range(3)]
+        page = admin_client.post(
+            reverse(CHANGELIST),
+            {"action": "delete_selected", "_selected_action": [j.pk for j in jobs], "index": 0},
+        )
+        assert page.status_code == 200
+        assert "Jobs: 3" in page.text
+        assert "... and 1 more" in page.text
+        assert Job.objects.count() == 3
+
     def test_a_finished_job_is_deleted_from_its_page(self, admin_client):
         done = make_succeeded(tasks.noop.enqueue())
         url = reverse("admin:django_outbox_job_delete", args=[done.pk])
