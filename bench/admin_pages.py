@@ -22,6 +22,8 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +256,58 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
             for query in captured.captured_queries:
                 if "django_outbox_job" in query["sql"] and not query["sql"].startswith("EXPLAIN"):
                     print_plan(connection, query["sql"])
+    print()
+    print("The same lists with the admin as it was before issue 9:")
+    with admin_before_issue_9():
+        for name, url, params in cases[:4] + cases[7:9]:
+            seconds, in_queries, status, _ = timed(client, url, params)
+            line = f"{name:<36} {ms(statistics.median(seconds)):>9} {ms(max(seconds)):>7} "
+            print(line + f"{ms(statistics.median(in_queries)):>10}   HTTP {status}")
+
+
+@contextmanager
+def admin_before_issue_9() -> Iterator[None]:
+    """Give the job admin back its list as it was before issue 9, for comparison: Django's
+    filters for the queue and task (SELECT DISTINCT), the date hierarchy, facets allowed, the
+    full count, sorting by any column, the last error read whole."""
+    from django.contrib import admin
+    from django.core.paginator import Paginator
+
+    from django_outbox.admin import JobAdmin, JobChangeList
+
+    saved_admin = {
+        name: JobAdmin.__dict__[name]
+        for name in ("list_filter", "paginator", "show_facets", "sortable_by", "action_checkbox")
+    }
+    saved_list = {name: JobChangeList.__dict__[name] for name in ("get_queryset",)}
+    # Class attributes set by name: their types differ from the new ones'.
+    before: dict[str, Any] = {
+        "list_filter": ("status", "queue", "task_name"),
+        "date_hierarchy": "enqueued_at",
+        "paginator": Paginator,
+        "show_facets": admin.ShowFacets.ALLOW,
+        "sortable_by": None,
+        "action_checkbox": admin.ModelAdmin.action_checkbox,
+    }
+    for name, value in before.items():
+        setattr(JobAdmin, name, value)
+
+    def get_queryset(self: Any, request: Any, exclude_parameters: Any = None) -> Any:
+        return (
+            super(JobChangeList, self)
+            .get_queryset(request, exclude_parameters)
+            .defer("payload", "last_traceback", "errors", "return_value", "resume_data", "context")
+        )
+
+    JobChangeList.get_queryset = get_queryset  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for name, value in saved_admin.items():
+            setattr(JobAdmin, name, value)
+        del JobAdmin.date_hierarchy
+        for name, value in saved_list.items():
+            setattr(JobChangeList, name, value)
 
 
 def print_plan(connection: Any, sql: str) -> None:
