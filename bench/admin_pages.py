@@ -1,11 +1,13 @@
-"""Time the job admin's pages at 1,000,000 retained jobs on PostgreSQL (issue 9, item 1).
+"""Time the job admin's pages at 1,000,000 retained jobs (issue 9, item 1).
 
 Run from the repository's top, with PostgreSQL on 127.0.0.1:5432 (user postgres)::
 
     .venv/bin/python bench/admin_pages.py [--rows 1000000] [--keep] [--reuse] [--explain]
+    .venv/bin/python bench/admin_pages.py --sqlite .bench/admin.sqlite3 [...]
 
 It creates the database ``outbox_admin_pages`` (dropping an older one unless --reuse finds it
-loaded), migrates it and loads the jobs with INSERT ... SELECT generate_series: nearly all
+loaded; with --sqlite, that file), migrates it and loads the jobs with one INSERT ... SELECT
+(generate_series, or a recursive query on SQLite): nearly all
 succeeded, 2% failed with a traceback and an error history, some cancelled, a backlog of ready
 jobs, a few running and halted ones, and three old jobs in a queue of their own (the filter
 that finds least). Task names and queues are the ones the admin's filters offer. It then requests
@@ -17,6 +19,7 @@ the plan of each list query. docs/performance.md ("Admin pages") records a run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -33,7 +36,6 @@ RUNS = 7
 RARE_QUEUE = "rare"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 
 # %(tasks)s and %(queues)s: SQL arrays of the names the filters offer. g counts from the
@@ -84,6 +86,63 @@ INSERT INTO django_outbox_job (task_name, queue, payload, status, priority, max_
     last_traceback, errors)
 SELECT %s, %s, '{}'::jsonb, 'succeeded', 0, 1, 1, 'host-0:1000', at, at, at, at, '', '', '[]'
 FROM generate_series(1, 3) AS g, LATERAL (SELECT now() - g * interval '300 days') AS t(at)
+"""
+
+
+# The same jobs on SQLite; {rows} and {tasks}/{queues} (how many names) are integers put in by
+# the script, the two ? the names as JSON arrays. Datetimes as Django writes them on SQLite.
+LOAD_JOBS_SQLITE = """
+WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {rows}),
+s(n, status, at) AS (
+    SELECT n,
+        CASE
+            WHEN n > {rows} - 8 THEN 'running'
+            WHEN n > {rows} - 13 THEN 'halted'
+            WHEN n > {rows} - 2013 THEN 'ready'
+            WHEN n %% 50 = 0 THEN 'failed'
+            WHEN n %% 200 = 1 THEN 'cancelled'
+            ELSE 'succeeded' END,
+        strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || (({rows} - n) * 2) || ' seconds')
+    FROM g
+)
+INSERT INTO django_outbox_job (
+    task_name, queue, payload, status, priority, run_at, attempts, max_attempts, worker_id,
+    enqueued_at, started_at, finished_at, last_error, last_traceback, errors, lease_token,
+    lease_expires_at, halt_reason
+)
+SELECT
+    json_extract(?, '$[' || (n %% {tasks}) || ']'),
+    json_extract(?, '$[' || (n %% {queues}) || ']'),
+    json_object('order', n, 'note', 'an ordinary payload of a few dozen bytes'),
+    status,
+    0,
+    at,
+    CASE WHEN status = 'ready' THEN 0 WHEN status = 'failed' THEN 3 ELSE 1 END,
+    3,
+    CASE WHEN status = 'ready' THEN '' ELSE 'host-' || (n %% 4) || ':' || (1000 + n %% 16) END,
+    at,
+    CASE WHEN status = 'ready' THEN NULL ELSE at END,
+    CASE WHEN status IN ('succeeded', 'failed', 'cancelled')
+        THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', at, '+0.05 seconds') END,
+    CASE WHEN status = 'failed' THEN 'KeyError: ''customer'' (order ' || n || ')' ELSE '' END,
+    CASE WHEN status = 'failed' THEN printf('%%.600c', 'T') ELSE '' END,
+    CASE WHEN status = 'failed' THEN json_array(
+        json_object('attempt', 1, 'at', at, 'worker', 'host-1:1001', 'error', 'KeyError'),
+        json_object('attempt', 2, 'at', at, 'worker', 'host-2:1002', 'error', 'KeyError'),
+        json_object('attempt', 3, 'at', at, 'worker', 'host-3:1003', 'error', 'KeyError'))
+    ELSE '[]' END,
+    CASE WHEN status = 'running' THEN lower(hex(randomblob(16))) END,
+    CASE WHEN status = 'running' THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+1 hour') END,
+    CASE WHEN status = 'halted' THEN 'waiting for approval' ELSE '' END
+FROM s
+"""
+LOAD_RARE_SQLITE = """
+WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 3),
+t(at) AS (SELECT strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || (n * 300) || ' days') FROM g)
+INSERT INTO django_outbox_job (task_name, queue, payload, status, priority, max_attempts,
+    attempts, worker_id, enqueued_at, run_at, started_at, finished_at, last_error,
+    last_traceback, errors)
+SELECT ?, ?, '{}', 'succeeded', 0, 1, 1, 'host-0:1000', at, at, at, at, '', '', '[]' FROM t
 """
 
 
@@ -148,12 +207,23 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="Leave the database for a look.")
     parser.add_argument("--reuse", action="store_true", help="Use the database a --keep left.")
     parser.add_argument("--explain", action="store_true", help="Print each list query's plan.")
+    parser.add_argument("--sqlite", type=Path, help="Measure SQLite, in this file, instead.")
     arguments = parser.parse_args()
 
-    reuse = arguments.reuse and database_exists()
-    if not reuse:
-        server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
-        server_command(f"CREATE DATABASE {DATABASE}")
+    sqlite: Path | None = arguments.sqlite.resolve() if arguments.sqlite else None
+    if sqlite is not None:
+        os.environ["DATABASE_URL"] = f"sqlite:///{sqlite}"
+        reuse = arguments.reuse and sqlite.exists()
+        if not reuse:
+            sqlite.parent.mkdir(parents=True, exist_ok=True)
+            for leftover in sqlite.parent.glob(f"{sqlite.name}*"):
+                leftover.unlink()
+    else:
+        os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
+        reuse = arguments.reuse and database_exists()
+        if not reuse:
+            server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
+            server_command(f"CREATE DATABASE {DATABASE}")
     try:
         run_pages(arguments.rows, load_rows=not reuse, explain=arguments.explain)
     finally:
@@ -161,7 +231,11 @@ def main() -> None:
 
         connections.close_all()
         if not arguments.keep:
-            server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
+            if sqlite is not None:
+                for leftover in sqlite.parent.glob(f"{sqlite.name}*"):
+                    leftover.unlink()
+            else:
+                server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
 
 
 def load(rows: int) -> None:
@@ -174,9 +248,15 @@ def load(rows: int) -> None:
     started = time.perf_counter()
     with connection.cursor() as cursor:
         # The rare queue's jobs first: the oldest ids, the far end of the list's order.
-        cursor.execute(LOAD_RARE, [tasks[0], RARE_QUEUE])
-        cursor.execute(LOAD_JOBS, {"rows": rows, "tasks": tasks, "queues": queues})
-        cursor.execute("VACUUM ANALYZE django_outbox_job")
+        if connection.vendor == "sqlite":
+            cursor.execute(LOAD_RARE_SQLITE, [tasks[0], RARE_QUEUE])
+            sql = LOAD_JOBS_SQLITE.format(rows=int(rows), tasks=len(tasks), queues=len(queues))
+            cursor.execute(sql, [json.dumps(tasks), json.dumps(queues)])
+            cursor.execute("ANALYZE")
+        else:
+            cursor.execute(LOAD_RARE, [tasks[0], RARE_QUEUE])
+            cursor.execute(LOAD_JOBS, {"rows": rows, "tasks": tasks, "queues": queues})
+            cursor.execute("VACUUM ANALYZE django_outbox_job")
     print(f"Loaded {rows:,} jobs in {time.perf_counter() - started:.0f} s.")
 
 
@@ -198,10 +278,18 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
     if load_rows:
         load(rows)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_size_pretty(pg_total_relation_size('django_outbox_job'))")
-        size = cursor.fetchone()[0]
-        cursor.execute("SELECT version()")
-        version = cursor.fetchone()[0].split(" on ")[0]
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+            )
+            size = f"{cursor.fetchone()[0] / 2**20:.0f} MB (the whole file)"
+            cursor.execute("SELECT 'SQLite ' || sqlite_version()")
+            version = cursor.fetchone()[0]
+        else:
+            cursor.execute("SELECT pg_size_pretty(pg_total_relation_size('django_outbox_job'))")
+            size = cursor.fetchone()[0]
+            cursor.execute("SELECT version()")
+            version = cursor.fetchone()[0].split(" on ")[0]
         cursor.execute("SELECT status, count(*) FROM django_outbox_job GROUP BY 1 ORDER BY 2 DESC")
         statuses = ", ".join(f"{status} {count:,}" for status, count in cursor.fetchall())
     print(f"Jobs: {statuses}. Table with indexes and TOAST: {size}.")
@@ -312,8 +400,12 @@ def admin_before_issue_9() -> Iterator[None]:
 
 def print_plan(connection: Any, sql: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}")
-        plan = [row[0] for row in cursor.fetchall()]
+        if connection.vendor == "sqlite":
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
+            plan = [row[-1] for row in cursor.fetchall()]
+        else:
+            cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}")
+            plan = [row[0] for row in cursor.fetchall()]
     print(f"    {sql[:160]}")
     for line in plan:
         print(f"      {line}")
