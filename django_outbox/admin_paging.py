@@ -53,7 +53,9 @@ class JobPaginator(Paginator):  # type: ignore[type-arg]
         # No ORDER BY in the count: the database may then count along any index that serves the
         # filter, and stop at the limit.
         object_list: QuerySet[Any] = self.object_list  # type: ignore[assignment]
-        bounded = object_list.order_by()[: self.count_limit + 1]
+        # Only the key: a column the list annotates (the error's start) would make the count
+        # read every row's.
+        bounded = object_list.order_by().values("pk")[: self.count_limit + 1]
         if connections[bounded.db].vendor != "postgresql":
             # No estimate to fall back on (and no time limit that nests in a search's).
             return int(bounded.count())
