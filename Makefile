@@ -18,7 +18,7 @@ BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
-.PHONY: help install install-lts postgres lint test test-sqlite test-postgresql test-lts \
+.PHONY: help install install-lts postgres browser lint test test-sqlite test-postgresql test-lts \
 	test-lts-sqlite test-lts-postgresql wheel chaos demo bench clean
 
 help:
@@ -45,6 +45,11 @@ install-lts: $(VENV_LTS)/.installed
 
 postgres:
 	@.ci/ensure-postgres
+
+# Debian's chromium and chromium-driver for the admin's browser tests (-m browser), installed
+# where missing and possible; the tests skip, saying why, where they are not.
+browser:
+	@.ci/ensure-chromium
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -82,7 +87,7 @@ wheel: install
 
 # Each Django version's SQLite and PostgreSQL legs run side by side (.ci/parallel): they use
 # different databases, and wait more than they compute.
-test: lint install-lts postgres
+test: lint install-lts postgres browser
 	.ci/parallel "$(MAKE) --no-print-directory test-sqlite" \
 	  "$(MAKE) --no-print-directory test-postgresql"
 	.ci/parallel "$(MAKE) --no-print-directory test-lts-sqlite" \

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .context import ClaimedJob, current_job
-from .control import Cancellation, cancel, resume
+from .control import Cancellation, cancel, resume, retry_with_payload
 from .enqueued import EnqueuedJobs
 from .enqueuing import aenqueue, aenqueue_many, enqueue, enqueue_many
 from .exceptions import (
@@ -69,6 +69,7 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "resume",
+    "retry_with_payload",
     "task",
 ]
 

@@ -1,34 +1,42 @@
 """The admin: jobs with their errors and tracebacks; actions to retry, cancel and resume them.
 
-Its search is built to stay fast on a table of millions of jobs, some with megabytes of payload:
-see ``JobAdmin.get_search_results`` and ``docs/admin.md``.
+Built to stay fast on a table of millions of jobs, some with megabytes of payload: filters whose
+choices come from configuration (``admin_filters``), a bounded count (``admin_paging``), a
+search that reads short columns (``JobAdmin.get_search_results``). See ``docs/admin.md``.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
-from django.db import OperationalError, connections, transaction
+from django.db import OperationalError
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.text import Truncator, format_lazy
+from django.utils.timesince import timesince
 from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
 
+from . import admin_edit, admin_history
+from .admin_filters import QueueFilter, SchedulingFilter, StatusFilter, TaskFilter
+from .admin_paging import JobPaginator, ShownCount, count_text
 from .conf import get_settings
 from .control import cancel_jobs, resume_jobs
-from .models import CLAIMABLE, Job, JobStatus
-from .transitions import retry_failed
+from .models import CANCELLABLE, CLAIMABLE, Job, JobStatus
+from .time_limits import is_time_limit, query_time_limit
+from .transitions import RETRYABLE, retry_failed
 
 if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
@@ -44,54 +52,6 @@ ERROR_SEARCH_PREFIX = "error:"
 KEY_SEARCH_PREFIX = "key:"
 #: The largest id a search by id looks up (the column is a 64-bit integer).
 ID_MAX = 2**63 - 1
-# PostgreSQL's code for a statement cancelled by statement_timeout.
-QUERY_CANCELED = "57014"
-
-
-@contextmanager
-def query_time_limit(using: str, seconds: float) -> Iterator[None]:
-    """Stop any query on ``using`` that runs longer than ``seconds``, with OperationalError.
-
-    PostgreSQL: ``statement_timeout`` for the length of a transaction (each query gets
-    ``seconds``). SQLite: a progress handler that interrupts the running statement once
-    ``seconds`` have passed since entry. Other databases: no limit.
-    """
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        with transaction.atomic(using=using):
-            with connection.cursor() as cursor:
-                # set_config(..., true) is SET LOCAL that takes a parameter: it ends with the
-                # transaction, or with the savepoint when the request runs in ATOMIC_REQUESTS.
-                cursor.execute("SELECT current_setting('statement_timeout')")
-                previous = cursor.fetchone()[0]
-                cursor.execute(
-                    "SELECT set_config('statement_timeout', %s, true)", [f"{seconds * 1000:.0f}"]
-                )
-            yield
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
-    elif connection.vendor == "sqlite":
-        connection.ensure_connection()
-        raw = connection.connection
-        deadline = time.monotonic() + seconds
-        # Called every 10,000 virtual machine instructions; a true result interrupts.
-        raw.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
-        try:
-            yield
-        finally:
-            raw.set_progress_handler(None, 0)
-    else:
-        yield
-
-
-def is_time_limit(error: OperationalError) -> bool:
-    """Return whether ``error`` is a query stopped by ``query_time_limit``."""
-    cause = error.__cause__
-    if isinstance(cause, sqlite3.OperationalError):
-        return str(cause) == "interrupted"
-    return getattr(cause, "sqlstate", None) == QUERY_CANCELED or (
-        getattr(cause, "pgcode", None) == QUERY_CANCELED
-    )
 
 
 def _json_block(value: Any) -> str:
@@ -100,43 +60,57 @@ def _json_block(value: Any) -> str:
     return format_html("<pre>{}</pre>", text)
 
 
-class SchedulingFilter(admin.SimpleListFilter):
-    """Jobs by what their enqueue asked of the scheduler (enqueue's keyword arguments)."""
-
-    title = _("scheduling")
-    parameter_name = "scheduling"
-    conditions = {
-        "lock": Q(lock_key__isnull=False),
-        "fair": Q(fair_key__isnull=False),
-        "dependencies": Q(has_dependencies=True),
-        "dependents": Q(has_dependents=True),
-        "unique": Q(unique_key__isnull=False),
-    }
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return [
-            ("lock", _("With a lock key")),
-            ("fair", _("With a fair key")),
-            ("dependencies", _("Depending on other jobs")),
-            ("dependents", _("Depended on by other jobs")),
-            ("unique", _("With a unique key")),
-        ]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
-        condition = self.conditions.get(str(self.value()))
-        return queryset if condition is None else queryset.filter(condition)
+#: Each status's colour in the list and on a job's page (the status is written out too).
+STATUS_COLOURS = {
+    JobStatus.READY: "#417690",
+    JobStatus.RUNNING: "#1565c0",
+    JobStatus.RETRYING: "#a15c00",
+    JobStatus.SUCCEEDED: "#2e7d32",
+    JobStatus.FAILED: "#c62828",
+    JobStatus.HALTED: "#6a1b9a",
+    JobStatus.CANCELLED: "#616161",
+}
+#: The most jobs the delete confirmation names (it counts the others).
+DELETE_LISTED = 100
+#: How much of the last error the list reads: its first line is shown.
+ERROR_HEAD_LENGTH = 200
 
 
 class JobChangeList(ChangeList):
-    """The job list, which reads none of the columns it does not show."""
+    """The job list, which reads none of the long columns it does not show."""
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Job]:
-        # A payload or traceback may be megabytes; a page of 50 jobs must not fetch them.
-        return (
+        # A payload or traceback may be megabytes; a page of 50 jobs must not fetch them. Of
+        # the error, the start is enough for its first line.
+        jobs: QuerySet[Job] = (
             super()
             .get_queryset(request, exclude_parameters)
-            .defer("payload", "last_traceback", "errors", "return_value", "resume_data", "context")
+            .defer(
+                "payload",
+                "last_traceback",
+                "errors",
+                "return_value",
+                "resume_data",
+                "context",
+                "last_error",
+            )
+            .annotate(last_error_head=Substr("last_error", 1, ERROR_HEAD_LENGTH))
         )
+        return jobs
+
+    def get_ordering_field(self, field_name: Any) -> Any:
+        # Django hides the other columns' sort links (sortable_by) but still sorts by any column
+        # a URL names (?o=2): that would sort the whole table.
+        if field_name not in (self.sortable_by or ()):
+            return None
+        return super().get_ordering_field(field_name)
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        paginator = self.paginator
+        if isinstance(paginator, JobPaginator) and not paginator.exact:
+            # "about 1,000,000 jobs", "Select all about 1,000,000 jobs" in the templates.
+            self.result_count = ShownCount(self.result_count, count_text(paginator))
 
 
 @admin.register(Job)
@@ -146,13 +120,25 @@ class JobAdmin(JobModelAdmin):
         "task_name",
         "queue",
         "status_display",
-        "priority",
+        "age_display",
         "attempts_display",
         "run_at",
         "finished_at",
         "last_error_short",
     )
-    list_filter = ("status", "queue", "task_name", SchedulingFilter)
+    # Every choice is known without reading the table (admin_filters).
+    list_filter = (
+        ("status", StatusFilter),
+        ("queue", QueueFilter),
+        ("task_name", TaskFilter),
+        SchedulingFilter,
+    )
+    # Facet counts would count every job of every choice at each request.
+    show_facets = admin.ShowFacets.NEVER
+    # Only the primary key orders the list along an index; a sort by another column would sort
+    # the whole table (the date hierarchy, which read enqueued_at's days, is gone for that too).
+    sortable_by = ("id",)
+    paginator = JobPaginator
     # Shown and documented; get_search_results decides what a search really runs.
     search_fields = ("=id", "task_name", "^queue", "^worker_id")
     search_help_text = format_lazy(
@@ -166,10 +152,11 @@ class JobAdmin(JobModelAdmin):
     )
     #: Seconds each query of a changelist that searches may run before it is stopped.
     search_time_limit = 5.0
-    date_hierarchy = "enqueued_at"
     list_per_page = 50
     show_full_result_count = False
-    actions = ("retry_selected", "cancel_selected", "resume_selected")
+    actions = ("retry_selected", "cancel_selected", "resume_selected", "delete_selected")
+    # What an operator reads first (status, error, history) at the top; what enqueue asked of
+    # the scheduler folded away.
     fieldsets = (
         (
             None,
@@ -178,17 +165,15 @@ class JobAdmin(JobModelAdmin):
                     "task_name",
                     "queue",
                     "status_display",
-                    "priority",
+                    "age_display",
                     "attempts_display",
-                    "dependencies_display",
-                    "unique_key",
-                    "lock_key",
-                    "fair_key",
-                    "fair_round",
+                    "priority",
                     "halt_reason",
                 )
             },
         ),
+        (_("Errors"), {"fields": ("last_error_display", "traceback_display")}),
+        (_("History"), {"fields": ("history_display",)}),
         (
             _("Payload"),
             {"fields": ("payload_display", "resume_data_display", "return_value_display")},
@@ -198,7 +183,19 @@ class JobAdmin(JobModelAdmin):
             {"fields": ("enqueued_at", "run_at", "started_at", "finished_at", "lease_expires_at")},
         ),
         (_("Worker"), {"fields": ("worker_id", "lease_token")}),
-        (_("Errors"), {"fields": ("last_error", "traceback_display", "errors_display")}),
+        (
+            _("Scheduling"),
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "dependencies_display",
+                    "unique_key",
+                    "lock_key",
+                    "fair_key",
+                    "fair_round",
+                ),
+            },
+        ),
     )
     # Every field shown is read-only: jobs change through the actions, never the form.
     readonly_fields = tuple(flatten_fieldsets(fieldsets))
@@ -213,6 +210,127 @@ class JobAdmin(JobModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList
+
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        # A running job's worker holds it: deleted under it, its attempt's work would be lost
+        # without a trace. Cancel it first.
+        if obj is not None and obj.status == JobStatus.RUNNING:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_urls(self) -> list[URLPattern]:
+        """The job page's own actions, before the admin's (whose catch-all would take them)."""
+        return [*self.job_urls(), *super().get_urls()]
+
+    def job_urls(self) -> list[URLPattern]:
+        """URLs of views on one job: ``admin:django_outbox_job_<name>``, taking its id."""
+        # name: (path segment, view, whether it takes POSTs only).
+        views = {
+            "edit_payload": ("edit-payload", admin_edit.edit_payload_view, False),
+            "retry": ("retry", admin_edit.retry_view, True),
+            "cancel": ("cancel", admin_edit.cancel_view, True),
+        }
+        info = (self.opts.app_label, self.opts.model_name)
+        return [
+            path(
+                f"<path:object_id>/{segment}/",
+                self.admin_site.admin_view(self._job_view(view, post_only)),
+                name="{}_{}_".format(*info) + name,
+            )
+            for name, (segment, view, post_only) in views.items()
+        ]
+
+    def _job_view(self, view: Any, post_only: bool) -> Any:
+        def bound(request: HttpRequest, object_id: str) -> HttpResponse:
+            return view(self, request, object_id)  # type: ignore[no-any-return]
+
+        return require_POST(bound) if post_only else bound
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The job's page; it saves nothing (jobs change through their actions only)."""
+        if request.method == "POST":
+            # Every field is read-only, but a save would still write the whole row back as
+            # read at the request's start, over what a worker wrote meanwhile.
+            self.message_user(
+                request,
+                gettext(
+                    "Jobs are not edited on this page: use its actions (retry, cancel, edit "
+                    "payload and retry). Nothing was saved."
+                ),
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(request.get_full_path())
+        job = self.get_object(request, unquote(object_id))
+        context = {
+            **(extra_context or {}),
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+            "show_save_as_new": False,
+        }
+        if job is not None:
+            context.update(
+                outbox_can_act=self.has_change_permission(request, job),
+                outbox_retryable=job.status in RETRYABLE,
+                outbox_cancellable=job.status in CANCELLABLE
+                or (job.status == JobStatus.RUNNING and not job.cancel_requested),
+            )
+        return super().change_view(request, object_id, form_url, context)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        job = self.get_object(request, unquote(object_id))
+        if job is not None and job.status == JobStatus.RUNNING:
+            self.message_user(request, _running_not_deleted(1), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:django_outbox_job_change", args=[job.pk]))
+        return super().delete_view(request, object_id, extra_context)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """What the delete confirmation shows: the first jobs and how many, read through
+        ``OUTBOX["DATABASE"]``.
+
+        Django's own collects every related row on the router's database: a million rows for
+        "select all", on a database the jobs may not be on. A job's only related rows are its
+        dependencies, which go with it and which no admin user edits.
+        """
+        if isinstance(objs, QuerySet):
+            count = objs.count()
+            listed = list(objs[:DELETE_LISTED])
+        else:
+            listed = list(objs)
+            count = len(listed)
+        deletable: list[Any] = [str(job) for job in listed]
+        if count > len(listed):
+            deletable.append(gettext("... and %(count)d more") % {"count": count - len(listed)})
+        perms_needed = set() if self.has_delete_permission(request) else {str(_("jobs"))}
+        return deletable, {str(Job._meta.verbose_name_plural): count}, perms_needed, []
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        # Checked again as the rows are deleted: a job may have been claimed since the
+        # confirmation page.
+        queryset.exclude(status=JobStatus.RUNNING).delete()
+
+    @admin.action(permissions=["delete"], description=_("Delete selected jobs"))
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> Any:
+        """Django's delete action (its confirmation page, its counts), without running jobs."""
+        from django.contrib.admin.actions import delete_selected
+
+        running = queryset.filter(status=JobStatus.RUNNING).count()
+        if running:
+            self.message_user(request, _running_not_deleted(running), messages.WARNING)
+            queryset = queryset.exclude(status=JobStatus.RUNNING)
+            if not queryset.exists():
+                return None
+        return delete_selected(self, request, queryset)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
@@ -291,14 +409,37 @@ class JobAdmin(JobModelAdmin):
             return HttpResponseRedirect(f"{request.path}?{params.urlencode()}")
         return response
 
-    @admin.display(description=_("status"), ordering="status")
-    def status_display(self, job: Job) -> str:
+    def action_checkbox(self, obj: Job) -> SafeString:
+        """The admin's checkbox, written out: rendered as a form widget (a template per row)
+        it took a fifth of the list's time."""
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            ACTION_CHECKBOX_NAME,
+            obj.pk,
+            format_html(gettext("Select this object for an action - {}"), str(obj)),
+        )
+
+    @admin.display(description=_("status"))
+    def status_display(self, job: Job) -> SafeString:
         label = str(JobStatus(job.status).label) if job.status in JobStatus.values else job.status
         if job.cancel_requested and job.status == JobStatus.RUNNING:
-            return f"{label} ({gettext('cancel requested')})"
-        if job.has_dependencies and job.status in CLAIMABLE:
-            return f"{label} ({gettext('after its dependencies')})"
-        return label
+            label = f"{label} ({gettext('cancel requested')})"
+        elif job.has_dependencies and job.status in CLAIMABLE:
+            label = f"{label} ({gettext('after its dependencies')})"
+        return format_html(
+            '<span class="outbox-status outbox-status-{}" style="color: #fff; background: {}; '
+            'padding: 1px 7px; border-radius: 9px; white-space: nowrap">{}</span>',
+            job.status,
+            STATUS_COLOURS.get(job.status, "#616161"),  # type: ignore[call-overload]
+            label,
+        )
+
+    @admin.display(description=_("age"))
+    def age_display(self, job: Job) -> str:
+        """How long ago the job was enqueued."""
+        if job.enqueued_at is None:
+            return "-"
+        return timesince(job.enqueued_at, timezone.now(), depth=1)
 
     @admin.display(description=_("depends on"))
     def dependencies_display(self, job: Job) -> str:
@@ -328,7 +469,15 @@ class JobAdmin(JobModelAdmin):
 
     @admin.display(description=_("last error"))
     def last_error_short(self, job: Job) -> str:
-        return Truncator(job.last_error).chars(80)
+        """The first line of the last error (the list reads only its start)."""
+        head = getattr(job, "last_error_head", None)
+        text = job.last_error if head is None else head
+        first = text.strip().split("\n", 1)[0] if text else ""
+        return Truncator(first).chars(100)
+
+    @admin.display(description=_("last error"))
+    def last_error_display(self, job: Job) -> str:
+        return format_html("<pre>{}</pre>", job.last_error) if job.last_error else "-"
 
     @admin.display(description=_("payload"))
     def payload_display(self, job: Job) -> str:
@@ -346,25 +495,10 @@ class JobAdmin(JobModelAdmin):
     def traceback_display(self, job: Job) -> str:
         return format_html("<pre>{}</pre>", job.last_traceback) if job.last_traceback else "-"
 
-    @admin.display(description=_("error history"))
-    def errors_display(self, job: Job) -> str:
-        if not job.errors:
-            return "-"
-        return format_html(
-            "<table><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>{}</table>",
-            _("attempt"),
-            _("at"),
-            _("worker"),
-            _("error"),
-            format_html_join(
-                "",
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                (
-                    (entry.get("attempt"), entry.get("at"), entry.get("worker"), entry.get("error"))
-                    for entry in job.errors
-                ),
-            ),
-        )
+    @admin.display(description=_("history"))
+    def history_display(self, job: Job) -> SafeString:
+        """Every attempt (when, which worker, how long, which error) and operators' actions."""
+        return admin_history.render(admin_history.history(job))
 
     def _report(self, request: HttpRequest, count: int, message: Any, level: int) -> None:
         """Tell the user what an action did to ``count`` jobs, if it did anything.
@@ -463,3 +597,13 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+
+
+def _running_not_deleted(count: int) -> str:
+    return ngettext_lazy(
+        "%(count)d running job was not deleted: its worker holds it. Cancel it first, then "
+        "delete it once it has ended.",
+        "%(count)d running jobs were not deleted: their workers hold them. Cancel them first, "
+        "then delete them once they have ended.",
+        "count",
+    ) % {"count": count}

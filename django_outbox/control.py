@@ -1,4 +1,5 @@
-"""Acting on jobs from outside a worker: cancelling them and resuming halted ones.
+"""Acting on jobs from outside a worker: cancelling them, resuming halted ones, retrying a
+failed one with a corrected payload.
 
 Each function works in the caller's transaction on the outbox database, like ``enqueue``:
 rolled back, nothing happened.
@@ -132,3 +133,43 @@ def resume(job: Job | int, data: Any = None) -> None:
             f"Job {job_id} is {status}, not halted: only a job whose handler raised Halt can be "
             "resumed."
         )
+
+
+def retry_with_payload(job: Job | int, payload: Any) -> Any:
+    """Give the failed or cancelled ``job`` (a Job or its id) a new payload and make it ready
+    to run now, with one more attempt; return the payload it had, as stored.
+
+    For a job that failed on its data (a poison message): the payload is checked as
+    ``enqueue`` checks it (the task's ``validate_payload``, its codec, the JSON rules), so the
+    task must be registered in this process. Raise UnknownTaskError, PayloadError or
+    PayloadValidationError for a payload that would not be enqueued, JobNotFound for an unknown
+    id, JobStateError for a job that is not failed or cancelled: in each case nothing changes.
+    """
+    from django.db import transaction
+
+    from .models import Job
+    from .registry import get_task
+    from .transitions import RETRYABLE, retry_failed
+
+    job_id = _job_id(job)
+    rows = _jobs().filter(pk=job_id)
+    task_name = rows.values_list("task_name", flat=True).first()
+    if task_name is None:
+        raise JobNotFound(f"No job has id {job_id}.")
+    task = get_task(task_name)
+    task.check_payload(payload)
+    stored = task.encode_payload(payload)
+    with transaction.atomic(using=rows.db):
+        # Locked: a retry or a delete at the same time waits, and the status read stays true.
+        row = rows.select_for_update().values_list("status", "payload").first()
+        if row is None:
+            raise JobNotFound(f"No job has id {job_id}.")
+        status, old_payload = row
+        if status not in RETRYABLE:
+            raise JobStateError(
+                f"Job {job_id} is {status}: only a failed or cancelled job can be retried with "
+                "a new payload."
+            )
+        Job.objects.using(rows.db).filter(pk=job_id).update(payload=stored)
+        retry_failed(rows)
+    return old_payload

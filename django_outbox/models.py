@@ -130,7 +130,8 @@ class Job(models.Model):
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     last_error = models.TextField(_("last error"), blank=True)
     last_traceback = models.TextField(_("last traceback"), blank=True)
-    # The newest attempts' errors: [{"attempt", "at", "worker", "error", "traceback"}, ...].
+    # The newest attempts' errors: [{"attempt", "at", "worker", "error", "traceback",
+    # "started_at"}, ...] ("started_at" since issue 9; "at" is when the attempt ended).
     errors = models.JSONField(_("errors"), default=list, blank=True)
     # Set by cancel() while the job runs: the handler may stop early (current_job()), and the
     # attempt ends as cancelled. Database defaults: the hot INSERTs leave these columns out.
@@ -252,6 +253,30 @@ class Job(models.Model):
                 F("unique_key"),
                 name="outbox_job_unique_key",
                 condition=Q(unique_key__isnull=False),
+            ),
+            # The admin's list of jobs of one waiting status, newest first (the status filter
+            # repeats this condition, so that SQLite uses the index too). Partial: one entry
+            # per enqueue, retry, snooze or halt; none for running or finished jobs.
+            models.Index(
+                F("status"),
+                F("id"),
+                name="outbox_job_pending",
+                condition=Q(status__in=PENDING),
+            ),
+            # The admin's failed jobs of one task or queue, newest first: what an operator looks
+            # for. An entry only when a job fails; a task or queue without a status filter is
+            # listed along the primary key (fast for all but a few jobs among millions).
+            models.Index(
+                F("task_name"),
+                F("id"),
+                name="outbox_job_failed_task",
+                condition=Q(status=JobStatus.FAILED),
+            ),
+            models.Index(
+                F("queue"),
+                F("id"),
+                name="outbox_job_failed_queue",
+                condition=Q(status=JobStatus.FAILED),
             ),
             # Retention pruning: the oldest finished jobs of a status, without a table scan.
             models.Index(

@@ -14,7 +14,12 @@ from . import registry
 from .checks import max_attempts_error, priority_error, queue_name_error
 from .codecs import Codec, codec_at, codec_error
 from .conf import get_settings
-from .exceptions import InvalidTaskError, PayloadError, PayloadValidationError
+from .exceptions import (
+    InvalidTaskError,
+    PayloadDecodeError,
+    PayloadError,
+    PayloadValidationError,
+)
 from .retry import RetryPolicy, RetryStrategy
 from .serialization import encode
 
@@ -180,6 +185,22 @@ class Task:
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
         return encode(payload, path)
+
+    def decode_payload(self, stored: Any, path: str = "payload") -> Any:
+        """Return the payload ``encode_payload`` stored as ``stored``: the JSON rules, then the
+        codec. Raise PayloadDecodeError if it cannot be read back."""
+        from .serialization import decode
+
+        payload = decode(stored, path)
+        codec = self.codec
+        if codec is None:
+            return payload
+        try:
+            return codec.decode(payload)
+        except Exception as exc:
+            raise PayloadDecodeError(
+                f"{path}: the codec of {self.name} could not decode it: {type(exc).__name__}: {exc}"
+            ) from exc
 
     @property
     def queue(self) -> str:

@@ -107,7 +107,7 @@ def record_failure(
     """
     traceback = _trimmed(failure.traceback)
     error = storable(failure.error)
-    entry = {
+    entry: dict[str, Any] = {
         "attempt": attempt,
         "at": timezone.now().isoformat(),
         "worker": worker_id,
@@ -119,9 +119,13 @@ def record_failure(
         held = Job.objects.using(using).filter(
             pk=job_id, lease_token=lease_token, status=JobStatus.RUNNING
         )
-        row = held.select_for_update().values_list("pk", "errors").first()
+        row = held.select_for_update().values_list("pk", "errors", "started_at").first()
         if row is None:
             return None
+        # When the attempt started, by the database's clock (the claim set it): the admin shows
+        # how long each attempt took.
+        if row[2] is not None:
+            entry["started_at"] = row[2].isoformat()
         # A list unless the row was written by hand or by other code.
         errors = row[1] if isinstance(row[1], list) else []
         history = [*errors, entry][-history_limit:] if history_limit else []

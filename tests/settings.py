@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # The admin's CSS and scripts, for the browser tests' live server.
+    "django.contrib.staticfiles",
     "django_outbox",
     "tests.testapp",
     # The models of the docs' examples (tests/test_docs.py runs them).
@@ -64,6 +66,7 @@ TEMPLATES = [
     }
 ]
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "static/"
 SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"

@@ -429,3 +429,15 @@ def note_cron_tick(payload):
 
     tick = current_tick()
     Note.objects.create(text=f"{payload!r} {tick.isoformat() if tick else None}")
+
+
+def has_customer(payload):
+    if not isinstance(payload, dict) or not isinstance(payload.get("customer"), dict):
+        raise ValueError("an invoice needs a customer")
+
+
+@task(max_attempts=2, validate_payload=has_customer)
+def sends_invoice(payload):
+    """Fails on data without the customer's email: a poison message until the payload is fixed."""
+    email = payload["customer"]["email"]
+    Note.objects.create(text=f"invoice {payload.get('number')} to {email}")

@@ -1,0 +1,419 @@
+"""Time the job admin's pages at 1,000,000 retained jobs (issue 9, item 1).
+
+Run from the repository's top, with PostgreSQL on 127.0.0.1:5432 (user postgres)::
+
+    .venv/bin/python bench/admin_pages.py [--rows 1000000] [--keep] [--reuse] [--explain]
+    .venv/bin/python bench/admin_pages.py --sqlite .bench/admin.sqlite3 [...]
+
+It creates the database ``outbox_admin_pages`` (dropping an older one unless --reuse finds it
+loaded; with --sqlite, that file), migrates it and loads the jobs with one INSERT ... SELECT
+(generate_series, or a recursive query on SQLite): nearly all
+succeeded, 2% failed with a traceback and an error history, some cancelled, a backlog of ready
+jobs, a few running and halted ones, and three old jobs in a queue of their own (the filter
+that finds least). Task names and queues are the ones the admin's filters offer. It then requests
+each page through Django's test client as a superuser, as a browser would, and prints the
+median and slowest of RUNS requests after one warm-up, rendering included. --explain prints
+the plan of each list query. docs/performance.md ("Admin pages") records a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+DATABASE = "outbox_admin_pages"
+SERVER = "postgres://postgres@127.0.0.1:5432"
+RUNS = 7
+RARE_QUEUE = "rare"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+# %(tasks)s and %(queues)s: SQL arrays of the names the filters offer. g counts from the
+# oldest job; the newest are the backlog and the running and halted jobs.
+LOAD_JOBS = """
+INSERT INTO django_outbox_job (
+    task_name, queue, payload, status, priority, run_at, attempts, max_attempts, worker_id,
+    enqueued_at, started_at, finished_at, last_error, last_traceback, errors, lease_token,
+    lease_expires_at, halt_reason
+)
+SELECT
+    tasks[1 + g %% cardinality(tasks)],
+    queues[1 + g %% cardinality(queues)],
+    jsonb_build_object('order', g, 'note', 'an ordinary payload of a few dozen bytes'),
+    status,
+    0,
+    at,
+    CASE WHEN status IN ('ready') THEN 0 WHEN status = 'failed' THEN 3 ELSE 1 END,
+    3,
+    CASE WHEN status = 'ready' THEN '' ELSE 'host-' || (g %% 4) || ':' || (1000 + g %% 16) END,
+    at,
+    CASE WHEN status = 'ready' THEN NULL ELSE at END,
+    CASE WHEN status IN ('succeeded', 'failed', 'cancelled') THEN at + interval '50 ms' END,
+    CASE WHEN status = 'failed' THEN 'KeyError: ''customer'' (order ' || g || ')' ELSE '' END,
+    CASE WHEN status = 'failed' THEN repeat('Traceback line ', 40) ELSE '' END,
+    CASE WHEN status = 'failed' THEN jsonb_build_array(
+        jsonb_build_object('attempt', 1, 'at', at, 'worker', 'host-1:1001', 'error', 'KeyError'),
+        jsonb_build_object('attempt', 2, 'at', at, 'worker', 'host-2:1002', 'error', 'KeyError'),
+        jsonb_build_object('attempt', 3, 'at', at, 'worker', 'host-3:1003', 'error', 'KeyError'))
+    ELSE '[]'::jsonb END,
+    CASE WHEN status = 'running' THEN gen_random_uuid() END,
+    CASE WHEN status = 'running' THEN now() + interval '1 hour' END,
+    CASE WHEN status = 'halted' THEN 'waiting for approval' ELSE '' END
+FROM generate_series(1, %(rows)s) AS g,
+    LATERAL (SELECT now() - ((%(rows)s - g) * interval '2 seconds')) AS t(at),
+    LATERAL (SELECT CASE
+        WHEN g > %(rows)s - 8 THEN 'running'
+        WHEN g > %(rows)s - 13 THEN 'halted'
+        WHEN g > %(rows)s - 2013 THEN 'ready'
+        WHEN g %% 50 = 0 THEN 'failed'
+        WHEN g %% 200 = 1 THEN 'cancelled'
+        ELSE 'succeeded' END) AS s(status),
+    LATERAL (SELECT %(tasks)s::text[], %(queues)s::text[]) AS n(tasks, queues)
+"""
+LOAD_RARE = """
+INSERT INTO django_outbox_job (task_name, queue, payload, status, priority, max_attempts,
+    attempts, worker_id, enqueued_at, run_at, started_at, finished_at, last_error,
+    last_traceback, errors)
+SELECT %s, %s, '{}'::jsonb, 'succeeded', 0, 1, 1, 'host-0:1000', at, at, at, at, '', '', '[]'
+FROM generate_series(1, 3) AS g, LATERAL (SELECT now() - g * interval '300 days') AS t(at)
+"""
+
+
+# The same jobs on SQLite; {rows} and {tasks}/{queues} (how many names) are integers put in by
+# the script, the two ? the names as JSON arrays. Datetimes as Django writes them on SQLite.
+LOAD_JOBS_SQLITE = """
+WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {rows}),
+s(n, status, at) AS (
+    SELECT n,
+        CASE
+            WHEN n > {rows} - 8 THEN 'running'
+            WHEN n > {rows} - 13 THEN 'halted'
+            WHEN n > {rows} - 2013 THEN 'ready'
+            WHEN n %% 50 = 0 THEN 'failed'
+            WHEN n %% 200 = 1 THEN 'cancelled'
+            ELSE 'succeeded' END,
+        strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || (({rows} - n) * 2) || ' seconds')
+    FROM g
+)
+INSERT INTO django_outbox_job (
+    task_name, queue, payload, status, priority, run_at, attempts, max_attempts, worker_id,
+    enqueued_at, started_at, finished_at, last_error, last_traceback, errors, lease_token,
+    lease_expires_at, halt_reason
+)
+SELECT
+    json_extract(?, '$[' || (n %% {tasks}) || ']'),
+    json_extract(?, '$[' || (n %% {queues}) || ']'),
+    json_object('order', n, 'note', 'an ordinary payload of a few dozen bytes'),
+    status,
+    0,
+    at,
+    CASE WHEN status = 'ready' THEN 0 WHEN status = 'failed' THEN 3 ELSE 1 END,
+    3,
+    CASE WHEN status = 'ready' THEN '' ELSE 'host-' || (n %% 4) || ':' || (1000 + n %% 16) END,
+    at,
+    CASE WHEN status = 'ready' THEN NULL ELSE at END,
+    CASE WHEN status IN ('succeeded', 'failed', 'cancelled')
+        THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', at, '+0.05 seconds') END,
+    CASE WHEN status = 'failed' THEN 'KeyError: ''customer'' (order ' || n || ')' ELSE '' END,
+    CASE WHEN status = 'failed' THEN printf('%%.600c', 'T') ELSE '' END,
+    CASE WHEN status = 'failed' THEN json_array(
+        json_object('attempt', 1, 'at', at, 'worker', 'host-1:1001', 'error', 'KeyError'),
+        json_object('attempt', 2, 'at', at, 'worker', 'host-2:1002', 'error', 'KeyError'),
+        json_object('attempt', 3, 'at', at, 'worker', 'host-3:1003', 'error', 'KeyError'))
+    ELSE '[]' END,
+    CASE WHEN status = 'running' THEN lower(hex(randomblob(16))) END,
+    CASE WHEN status = 'running' THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+1 hour') END,
+    CASE WHEN status = 'halted' THEN 'waiting for approval' ELSE '' END
+FROM s
+"""
+LOAD_RARE_SQLITE = """
+WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 3),
+t(at) AS (SELECT strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || (n * 300) || ' days') FROM g)
+INSERT INTO django_outbox_job (task_name, queue, payload, status, priority, max_attempts,
+    attempts, worker_id, enqueued_at, run_at, started_at, finished_at, last_error,
+    last_traceback, errors)
+SELECT ?, ?, '{}', 'succeeded', 0, 1, 1, 'host-0:1000', at, at, at, at, '', '', '[]' FROM t
+"""
+
+
+def server_command(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
+        connection.execute(sql)
+
+
+def database_exists() -> bool:
+    import psycopg
+
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
+        found = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]
+        ).fetchone()
+    return found is not None
+
+
+class QueryTimer:
+    """Adds up the time of the queries run on a connection (connection.execute_wrapper)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def timed(
+    client: Any, url: str, params: dict[str, str]
+) -> tuple[list[float], list[float], int, str]:
+    """Return the seconds of RUNS requests (after one warm-up) and of their queries, the status
+    and the count shown."""
+    from django.db import connection
+
+    response = client.get(url, params)
+    seconds, in_queries = [], []
+    for _ in range(RUNS):
+        timer = QueryTimer()
+        with connection.execute_wrapper(timer):
+            started = time.perf_counter()
+            response = client.get(url, params)
+            seconds.append(time.perf_counter() - started)
+        in_queries.append(timer.seconds)
+    shown = ""
+    if response.status_code == 200 and response.context and "cl" in response.context:
+        from django_outbox.admin_paging import count_text
+
+        shown = count_text(response.context["cl"].paginator)
+    return seconds, in_queries, response.status_code, shown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--keep", action="store_true", help="Leave the database for a look.")
+    parser.add_argument("--reuse", action="store_true", help="Use the database a --keep left.")
+    parser.add_argument("--explain", action="store_true", help="Print each list query's plan.")
+    parser.add_argument("--sqlite", type=Path, help="Measure SQLite, in this file, instead.")
+    arguments = parser.parse_args()
+
+    sqlite: Path | None = arguments.sqlite.resolve() if arguments.sqlite else None
+    if sqlite is not None:
+        os.environ["DATABASE_URL"] = f"sqlite:///{sqlite}"
+        reuse = arguments.reuse and sqlite.exists()
+        if not reuse:
+            sqlite.parent.mkdir(parents=True, exist_ok=True)
+            for leftover in sqlite.parent.glob(f"{sqlite.name}*"):
+                leftover.unlink()
+    else:
+        os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
+        reuse = arguments.reuse and database_exists()
+        if not reuse:
+            server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
+            server_command(f"CREATE DATABASE {DATABASE}")
+    try:
+        run_pages(arguments.rows, load_rows=not reuse, explain=arguments.explain)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not arguments.keep:
+            if sqlite is not None:
+                for leftover in sqlite.parent.glob(f"{sqlite.name}*"):
+                    leftover.unlink()
+            else:
+                server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
+
+
+def load(rows: int) -> None:
+    from django.db import connection
+
+    from django_outbox.admin_filters import queue_choices, task_choices
+
+    tasks = task_choices()
+    queues = queue_choices()
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        # The rare queue's jobs first: the oldest ids, the far end of the list's order.
+        if connection.vendor == "sqlite":
+            cursor.execute(LOAD_RARE_SQLITE, [tasks[0], RARE_QUEUE])
+            sql = LOAD_JOBS_SQLITE.format(rows=int(rows), tasks=len(tasks), queues=len(queues))
+            cursor.execute(sql, [json.dumps(tasks), json.dumps(queues)])
+            cursor.execute("ANALYZE")
+        else:
+            cursor.execute(LOAD_RARE, [tasks[0], RARE_QUEUE])
+            cursor.execute(LOAD_JOBS, {"rows": rows, "tasks": tasks, "queues": queues})
+            cursor.execute("VACUUM ANALYZE django_outbox_job")
+    print(f"Loaded {rows:,} jobs in {time.perf_counter() - started:.0f} s.")
+
+
+def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
+    from django.urls import reverse
+
+    from django_outbox.models import Job
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0)
+    if load_rows:
+        load(rows)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+            )
+            size = f"{cursor.fetchone()[0] / 2**20:.0f} MB (the whole file)"
+            cursor.execute("SELECT 'SQLite ' || sqlite_version()")
+            version = cursor.fetchone()[0]
+        else:
+            cursor.execute("SELECT pg_size_pretty(pg_total_relation_size('django_outbox_job'))")
+            size = cursor.fetchone()[0]
+            cursor.execute("SELECT version()")
+            version = cursor.fetchone()[0].split(" on ")[0]
+        cursor.execute("SELECT status, count(*) FROM django_outbox_job GROUP BY 1 ORDER BY 2 DESC")
+        statuses = ", ".join(f"{status} {count:,}" for status, count in cursor.fetchall())
+    print(f"Jobs: {statuses}. Table with indexes and TOAST: {size}.")
+    print(f"{version}; Django {django.get_version()}; Python {platform.python_version()}, ", end="")
+    print(f"{os.cpu_count()} cores, {platform.machine()}")
+
+    client = Client()
+    user = User.objects.filter(username="bench").first() or User.objects.create_superuser(
+        "bench", password="bench"
+    )
+    client.force_login(user)
+    changelist = reverse("admin:django_outbox_job_changelist")
+    failed = Job.objects.filter(status="failed").order_by("-id").values_list("pk", flat=True)[0]
+    oldest = Job.objects.order_by("id").values_list("pk", flat=True)[0]
+    # The newest failed job's task and queue: filters that find some.
+    task, queue = Job.objects.filter(pk=failed).values_list("task_name", "queue")[0]
+    cases: list[tuple[str, str, dict[str, str]]] = [
+        ("list, no filter", changelist, {}),
+        ("list, page 2", changelist, {"p": "2"}),
+        ("list, the last page offered", changelist, {"p": "200"}),
+        ("status failed", changelist, {"status__exact": "failed"}),
+        ("status ready", changelist, {"status__exact": "ready"}),
+        ("status running", changelist, {"status__exact": "running"}),
+        ("status halted", changelist, {"status__exact": "halted"}),
+        (f"queue {queue}", changelist, {"queue": queue}),
+        (f"task {task.rsplit('.', 1)[-1]}", changelist, {"task_name": task}),
+        ("queue with 3 jobs", changelist, {"queue": RARE_QUEUE}),
+        ("status failed and a task", changelist, {"status__exact": "failed", "task_name": task}),
+        ("status failed and a queue", changelist, {"status__exact": "failed", "queue": queue}),
+        ("search by id (the oldest job)", changelist, {"q": str(oldest)}),
+        (
+            "a failed job's page",
+            reverse("admin:django_outbox_job_change", args=[failed]),
+            {},
+        ),
+        (
+            "its edit-payload page",
+            reverse("admin:django_outbox_job_edit_payload", args=[failed]),
+            {},
+        ),
+    ]
+    print()
+    print(f"{'page':<36} {'median ms':>9} {'max ms':>7} {'queries ms':>10}   count shown")
+    for name, url, params in cases:
+        seconds, in_queries, status, shown = timed(client, url, params)
+        line = f"{name:<36} {ms(statistics.median(seconds)):>9} {ms(max(seconds)):>7} "
+        line += f"{ms(statistics.median(in_queries)):>10}   "
+        print(line + (shown if status == 200 else f"HTTP {status}"))
+        if explain and url == changelist:
+            with CaptureQueriesContext(connection) as captured:
+                client.get(url, params)
+            for query in captured.captured_queries:
+                if "django_outbox_job" in query["sql"] and not query["sql"].startswith("EXPLAIN"):
+                    print_plan(connection, query["sql"])
+    print()
+    print("The same lists with the admin as it was before issue 9:")
+    with admin_before_issue_9():
+        for name, url, params in cases[:4] + cases[7:9]:
+            seconds, in_queries, status, _ = timed(client, url, params)
+            line = f"{name:<36} {ms(statistics.median(seconds)):>9} {ms(max(seconds)):>7} "
+            print(line + f"{ms(statistics.median(in_queries)):>10}   HTTP {status}")
+
+
+@contextmanager
+def admin_before_issue_9() -> Iterator[None]:
+    """Give the job admin back its list as it was before issue 9, for comparison: Django's
+    filters for the queue and task (SELECT DISTINCT), the date hierarchy, facets allowed, the
+    full count, sorting by any column, the last error read whole."""
+    from django.contrib import admin
+    from django.core.paginator import Paginator
+
+    from django_outbox.admin import JobAdmin, JobChangeList
+
+    saved_admin = {
+        name: JobAdmin.__dict__[name]
+        for name in ("list_filter", "paginator", "show_facets", "sortable_by", "action_checkbox")
+    }
+    saved_list = {name: JobChangeList.__dict__[name] for name in ("get_queryset",)}
+    # Class attributes set by name: their types differ from the new ones'.
+    before: dict[str, Any] = {
+        "list_filter": ("status", "queue", "task_name"),
+        "date_hierarchy": "enqueued_at",
+        "paginator": Paginator,
+        "show_facets": admin.ShowFacets.ALLOW,
+        "sortable_by": None,
+        "action_checkbox": admin.ModelAdmin.action_checkbox,
+    }
+    for name, value in before.items():
+        setattr(JobAdmin, name, value)
+
+    def get_queryset(self: Any, request: Any, exclude_parameters: Any = None) -> Any:
+        return (
+            super(JobChangeList, self)
+            .get_queryset(request, exclude_parameters)
+            .defer("payload", "last_traceback", "errors", "return_value", "resume_data", "context")
+        )
+
+    JobChangeList.get_queryset = get_queryset  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for name, value in saved_admin.items():
+            setattr(JobAdmin, name, value)
+        del JobAdmin.date_hierarchy
+        for name, value in saved_list.items():
+            setattr(JobChangeList, name, value)
+
+
+def print_plan(connection: Any, sql: str) -> None:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
+            plan = [row[-1] for row in cursor.fetchall()]
+        else:
+            cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}")
+            plan = [row[0] for row in cursor.fetchall()]
+    print(f"    {sql[:160]}")
+    for line in plan:
+        print(f"      {line}")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}"
+
+
+if __name__ == "__main__":
+    main()

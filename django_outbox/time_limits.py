@@ -1,0 +1,59 @@
+"""Stopping a query that runs too long, on PostgreSQL and SQLite (the admin's search and count)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import OperationalError, connections, transaction
+
+# PostgreSQL's code for a statement cancelled by statement_timeout.
+QUERY_CANCELED = "57014"
+
+
+@contextmanager
+def query_time_limit(using: str, seconds: float) -> Iterator[None]:
+    """Stop any query on ``using`` that runs longer than ``seconds``, with OperationalError.
+
+    PostgreSQL: ``statement_timeout`` for the length of a transaction (each query gets
+    ``seconds``). SQLite: a progress handler that interrupts the running statement once
+    ``seconds`` have passed since entry. Other databases: no limit.
+    """
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with transaction.atomic(using=using):
+            with connection.cursor() as cursor:
+                # set_config(..., true) is SET LOCAL that takes a parameter: it ends with the
+                # transaction, or with the savepoint when the request runs in ATOMIC_REQUESTS.
+                cursor.execute("SELECT current_setting('statement_timeout')")
+                previous = cursor.fetchone()[0]
+                cursor.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", [f"{seconds * 1000:.0f}"]
+                )
+            yield
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+    elif connection.vendor == "sqlite":
+        connection.ensure_connection()
+        raw = connection.connection
+        deadline = time.monotonic() + seconds
+        # Called every 10,000 virtual machine instructions; a true result interrupts.
+        raw.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+        try:
+            yield
+        finally:
+            raw.set_progress_handler(None, 0)
+    else:
+        yield
+
+
+def is_time_limit(error: OperationalError) -> bool:
+    """Return whether ``error`` is a query stopped by ``query_time_limit``."""
+    cause = error.__cause__
+    if isinstance(cause, sqlite3.OperationalError):
+        return str(cause) == "interrupted"
+    return getattr(cause, "sqlstate", None) == QUERY_CANCELED or (
+        getattr(cause, "pgcode", None) == QUERY_CANCELED
+    )
