@@ -253,6 +253,13 @@ class Job(models.Model):
                 name="outbox_job_unique_key",
                 condition=Q(unique_key__isnull=False),
             ),
+            # Halted jobs by queue (django_outbox.stats): the one status no other partial
+            # index holds. Written only when a job halts, never by claims or completions.
+            models.Index(
+                F("queue"),
+                name="outbox_job_halted",
+                condition=Q(status=JobStatus.HALTED),
+            ),
             # Retention pruning: the oldest finished jobs of a status, without a table scan.
             models.Index(
                 F("status"),
