@@ -380,4 +380,5 @@ def _prune_batch(
             ids = [job_id for job_id in ids if job_id not in waited_on]
         if not ids:
             return 0
-        return Job.objects.using(using).filter(pk__in=ids).delete()[0]
+        # Jobs, not the dependency rows that go with them.
+        return Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)

@@ -8,21 +8,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from django_outbox.durations import parse_duration
 from django_outbox.models import JobStatus
 from django_outbox.stats import processing_time_stats, queue_stats, retry_stats
 
 
-def _seconds(text: str) -> float:
-    """A window: seconds, or a number with s, m, h or d (``90``, ``15m``, ``1d``)."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+def duration_argument(text: str) -> float:
+    """An argparse ``type``: a duration (``90``, ``15m``, ``1h``, ``7d``, ``2w``) in seconds."""
     try:
-        seconds = float(number) * units[unit]
-    except ValueError:
-        raise ArgumentTypeError(f"{text!r} is not a duration such as 90, 15m, 1h or 7d.") from None
-    if not 0 < seconds <= 3650 * 86400:
-        raise ArgumentTypeError(f"{text!r} must be more than 0 and at most 3650 days.")
-    return seconds
+        return parse_duration(text)
+    except ValueError as error:
+        raise ArgumentTypeError(str(error)) from None
 
 
 class Command(BaseCommand):
@@ -31,9 +27,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--age",
-            type=_seconds,
+            type=duration_argument,
             default=3600.0,
-            help="The window of the run time and retry figures (default 1h): 90, 15m, 1h, 7d.",
+            help="The window of the run time and retry figures (default 1h): 90, 15m, 1h, 7d, 2w.",
         )
         parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
         parser.add_argument(
