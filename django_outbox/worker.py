@@ -34,6 +34,7 @@ from .context import ClaimedJob
 from .db import queries_for, retry_while_locked
 from .db.base import ClaimKind
 from .held import HeldJobs
+from .logs import log_job
 from .maintenance import Maintenance
 from .outage import ErrorBackoff
 from .pacing import RetryPacing
@@ -367,7 +368,7 @@ class Worker:
             outcome = Outcome.LEASE_LOST
         except Exception:
             # Not the handler's error (run_job records those): a signal receiver's, say.
-            logger.exception("could not record the outcome job=%s task=%s", job.id, job.task_name)
+            log_job(logger, logging.ERROR, job, "outcome not recorded", exc_info=True)
             connection.close()
             outcome = Outcome.LEASE_LOST
         else:
@@ -402,10 +403,12 @@ class Worker:
             if job.id in marked:
                 report_succeeded(job)
             else:
-                logger.warning(
-                    "lease lost job=%s task=%s; it ran, but another worker owns it now",
-                    job.id,
-                    job.task_name,
+                log_job(
+                    logger,
+                    logging.WARNING,
+                    job,
+                    "lease lost",
+                    "it ran, but another worker owns it now",
                 )
 
     # Shutdown.
