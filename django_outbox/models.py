@@ -260,6 +260,14 @@ class Job(models.Model):
                 name="outbox_job_halted",
                 condition=Q(status=JobStatus.HALTED),
             ),
+            # The pruner's look for old finished jobs that other jobs depend on (few): without
+            # it, each batch read every expired job to find none. Written only for such jobs.
+            models.Index(
+                F("status"),
+                F("finished_at"),
+                name="outbox_job_finished_parents",
+                condition=Q(status__in=FINISHED, has_dependents=True),
+            ),
             # Retention pruning: the oldest finished jobs of a status, without a table scan.
             models.Index(
                 F("status"),

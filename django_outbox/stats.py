@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from .conf import get_settings
 from .models import CLAIMABLE, FINISHED, Job, JobStatus
-from .stats_rows import index_condition, rows_of
+from .partial_indexes import index_condition
+from .stats_rows import rows_of
 
 #: The percentiles ``processing_time_stats`` reports.
 PERCENTILES = (50, 90, 95, 99)

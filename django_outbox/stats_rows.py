@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .models import Job, JobStatus
+from .models import Job
 
 #: Up to this many jobs, a figure reads every one (exact); beyond, a sample.
 EXACT_LIMIT = 10_000
@@ -61,24 +60,6 @@ def where_of(jobs: Any) -> tuple[str, list[Any]]:
     compiler = jobs.query.get_compiler(using=jobs.db)
     where, params = compiler.compile(jobs.query.where)
     return where, list(params)
-
-
-def index_condition(statuses: Sequence[str], *, fair: bool | None = None) -> str:
-    """A partial index's condition as SQL literals: ``status IN ('a', 'b')``, and whether
-    ``fair_key`` is NULL.
-
-    SQLite uses a partial index only when the query's WHERE holds the index's condition term
-    for term, with the values written out: ``status = %s`` (or ``IN (%s, %s)``, as the ORM
-    writes them) does not let it, and it scans the table. Harmless on PostgreSQL.
-    """
-    for status in statuses:
-        if status not in JobStatus.values:
-            raise ValueError(f"{status!r} is not a job status.")
-    quoted = ", ".join(f"'{status}'" for status in statuses)
-    condition = f"status IN ({quoted})" if len(statuses) > 1 else f"status = {quoted}"
-    if fair is not None:
-        condition += " AND fair_key IS " + ("NOT NULL" if fair else "NULL")
-    return condition
 
 
 def rows_of(

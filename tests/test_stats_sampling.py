@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from django_outbox import stats_rows
 from django_outbox.models import FINISHED, Job, JobStatus
+from django_outbox.partial_indexes import index_condition
 from django_outbox.stats import processing_time_stats, queue_stats, retry_stats
-from django_outbox.stats_rows import index_condition, rows_of
+from django_outbox.stats_rows import rows_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
