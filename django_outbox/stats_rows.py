@@ -20,8 +20,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
 
 from .models import Job
 
@@ -30,8 +32,8 @@ EXACT_LIMIT = 10_000
 #: The sample: the window cut into SLICES slices, the first PER_SLICE jobs of each.
 SLICES = 100
 PER_SLICE = 100
-#: The end of the last slice.
-FAR_FUTURE = datetime.datetime(9999, 12, 31, tzinfo=datetime.UTC)
+#: The end of the last slice (in UTC, or local time without USE_TZ: see _as_datetime).
+FAR_FUTURE = datetime.datetime(9999, 12, 30)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,11 @@ def rows_of(
         )
         if cursor.fetchone()[0] <= EXACT_LIMIT:
             return Rows(every_row, window_params)
-        start = since or _first_finished(cursor, table, in_window, window_params)
+        start = (
+            _as_datetime(since)
+            if since
+            else _first_finished(cursor, table, in_window, window_params)
+        )
         end = _last_finished(cursor, table, in_window, window_params)
         count = _estimated_count(connection, cursor, table, in_window, window_params)
     sql, sample_params = _sample_sql(connection, table, columns, where, params, start, end)
@@ -123,11 +129,15 @@ def _last_finished(cursor: Any, table: str, where: str, params: list[Any]) -> An
 
 
 def _as_datetime(value: Any) -> datetime.datetime:
-    # PostgreSQL returns an aware datetime; SQLite a naive one in UTC (or text).
+    """``value`` (a datetime, or SQLite's text) as the ORM would return it: aware in UTC with
+    ``USE_TZ``, naive local time without."""
     moment = value if isinstance(value, datetime.datetime) else None
     if moment is None:
         moment = datetime.datetime.fromisoformat(str(value))
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    if settings.USE_TZ:
+        # PostgreSQL returns an aware datetime; SQLite a naive one in UTC.
+        return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    return timezone.make_naive(moment) if moment.tzinfo else moment
 
 
 def _sample_sql(
@@ -143,10 +153,10 @@ def _sample_sql(
     step = (end - start) / SLICES
     lows = [start + step * number for number in range(SLICES)]
     # The last slice is open: rows finished since ``end`` was read belong to it.
-    highs = [*lows[1:], FAR_FUTURE]
+    highs = [*lows[1:], _as_datetime(FAR_FUTURE)]
     if step <= datetime.timedelta(0):
         # Every row at one instant: one slice holds them all.
-        lows, highs = [start], [FAR_FUTURE]
+        lows, highs = [start], [_as_datetime(FAR_FUTURE)]
     one_slice = (
         f"SELECT {columns} FROM {table} WHERE {where} AND finished_at >= {{low}} "
         f"AND finished_at < {{high}} ORDER BY finished_at LIMIT {PER_SLICE}"

@@ -168,3 +168,12 @@ def test_the_command_marks_estimates_and_counts_every_job_with_exact(small_limit
     out = io.StringIO()
     call_command("outbox_stats", "--json", stdout=out)
     assert json.loads(out.getvalue())["estimated_statuses"] == ["succeeded"]
+
+
+def test_a_sample_works_without_use_tz(small_limits, settings):
+    settings.USE_TZ = False
+    insert_finished("default", JOBS)
+    stats = processing_time_stats()
+    assert stats["estimated"] is True
+    assert stats["count"] == pytest.approx(JOBS, rel=0.3)
+    assert queue_stats()["default"][JobStatus.SUCCEEDED] == pytest.approx(JOBS, rel=0.3)
