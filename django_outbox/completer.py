@@ -21,7 +21,7 @@ from .db import retry_while_locked
 from .outage import ErrorBackoff
 from .transitions import mark_many_succeeded
 
-logger = logging.getLogger("django_outbox.worker")
+logger = logging.getLogger(__name__)
 
 #: Called with each recorded batch and the ids in it whose lease still held.
 OnRecorded = Callable[[list[ClaimedJob], set[int]], None]

@@ -17,6 +17,7 @@ from django.db import DatabaseError, connections
 from .cron.scheduler import CronScheduler
 from .db import queries_for, retry_while_locked
 from .held import HeldJobs
+from .logs import log_job
 from .outage import ErrorBackoff
 from .retry import RetryPolicy
 from .transitions import extend_leases, prune_finished, rescue_expired_leases
@@ -126,10 +127,10 @@ class Maintenance:
         )
         for job in held:
             if job.id in heartbeat.lost and not job.handler_done:
-                logger.warning("lease lost job=%s task=%s", job.id, job.task_name)
+                log_job(logger, logging.WARNING, job, "lease lost")
                 job.mark_lease_lost()
             elif job.id in heartbeat.cancel_requested and not job.cancel_requested:
-                logger.warning("cancel requested job=%s task=%s", job.id, job.task_name)
+                log_job(logger, logging.WARNING, job, "cancel requested")
                 job.mark_cancel_requested()
 
     def rescue(self) -> None:

@@ -278,6 +278,21 @@ class Job(models.Model):
                 name="outbox_job_failed_queue",
                 condition=Q(status=JobStatus.FAILED),
             ),
+            # Halted jobs by queue (django_outbox.stats): the one status no other partial
+            # index holds. Written only when a job halts, never by claims or completions.
+            models.Index(
+                F("queue"),
+                name="outbox_job_halted",
+                condition=Q(status=JobStatus.HALTED),
+            ),
+            # The pruner's look for old finished jobs that other jobs depend on (few): without
+            # it, each batch read every expired job to find none. Written only for such jobs.
+            models.Index(
+                F("status"),
+                F("finished_at"),
+                name="outbox_job_finished_parents",
+                condition=Q(status__in=FINISHED, has_dependents=True),
+            ),
             # Retention pruning: the oldest finished jobs of a status, without a table scan.
             models.Index(
                 F("status"),

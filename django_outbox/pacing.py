@@ -16,7 +16,7 @@ import time
 
 from .conf import get_settings
 
-logger = logging.getLogger("django_outbox.worker")
+logger = logging.getLogger(__name__)
 
 
 class RetryPacing:

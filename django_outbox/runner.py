@@ -24,6 +24,7 @@ from .exceptions import (
     TaskNotRegisteredError,
     TimedOut,
 )
+from .logs import log_job
 from .models import JobStatus
 from .registry import get_task, registered_names
 from .retry import RetryPolicy, decision_delay, snooze_error
@@ -37,7 +38,7 @@ from .transitions import (
     record_snooze,
 )
 
-logger = logging.getLogger("django_outbox.worker")
+logger = logging.getLogger(__name__)
 
 #: How long an atomic job is run again, within its attempt, while SQLite reports the database
 #: locked, before the lock error counts as the attempt's failure.
@@ -93,7 +94,7 @@ def retry_delay(
                 task.retry_strategy(job, exc), f"retry_strategy of {task.name}"
             )
         except Exception as strategy_error:
-            logger.exception("retry_strategy failed job=%s task=%s", job.id, task.name)
+            log_job(logger, logging.ERROR, job, "retry_strategy failed", exc_info=True)
             decision = None
             note = f"retry_strategy raised {strategy_error!r}; used the default backoff."
         if decision == "give_up":
@@ -140,8 +141,7 @@ def _run_job(
         task: Task | None = get_task(job.task_name)
     except LookupError:
         task = None
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("job started job=%s task=%s attempt=%s", job.id, job.task_name, job.attempts)
+    log_job(logger, logging.DEBUG, job, "started")
     signals.send(signals.job_started, task, job=job)
     if task is None:
         error = TaskNotRegisteredError(
@@ -149,13 +149,14 @@ def _run_job(
             "or a job of another service?). It retries with backoff in case a worker that knows "
             f"it (a newer deploy) takes it. Registered: {', '.join(registered_names()) or 'none'}."
         )
-        logger.error(
-            "job of an unknown task job=%s task=%s attempt=%s/%s: most likely the code that "
-            "enqueues it was deployed before this worker's (deploy workers first), or the task "
-            "was renamed or removed while jobs of it were pending; it retries with backoff",
-            job.id,
-            job.task_name,
-            job.attempts,
+        log_job(
+            logger,
+            logging.ERROR,
+            job,
+            "of an unknown task",
+            "max_attempts=%s: most likely the code that enqueues it was deployed before this "
+            "worker's (deploy workers first), or the task was renamed or removed while jobs of "
+            "it were pending; it retries with backoff",
             job.max_attempts,
         )
         return _fail(job, None, error, "", using, history_limit, fallback)
@@ -207,7 +208,7 @@ def _run_job(
             if not mark_succeeded(job, using):
                 raise LeaseLostError(f"Job {job.id} lost its lease; its effects are not undone.")
     except LeaseLostError as lost:
-        logger.warning("lease lost job=%s task=%s: %s", job.id, job.task_name, lost)
+        log_job(logger, logging.WARNING, job, "lease lost", "%s", lost)
         return Outcome.LEASE_LOST
     except BaseException as exc:
         job.error = exc
@@ -255,7 +256,7 @@ def report_succeeded(job: ClaimedJob, task: Task | None = None) -> None:
     if task is None:
         task = get_task(job.task_name)
     with restored(job.context):
-        logger.info("job succeeded job=%s task=%s attempt=%s", job.id, job.task_name, job.attempts)
+        log_job(logger, logging.INFO, job, "succeeded")
         signals.send(signals.job_succeeded, task, job=job)
 
 
@@ -280,31 +281,18 @@ def _fail(
         using=using,
     )
     if status is None:
-        logger.warning(
-            "lease lost job=%s task=%s; failure not recorded: %s", job.id, job.task_name, error
-        )
+        log_job(logger, logging.WARNING, job, "lease lost", "failure not recorded: %s", error)
         return Outcome.LEASE_LOST
     outcome: Literal[Outcome.RETRYING, Outcome.FAILED]
     if status == JobStatus.RETRYING:
         outcome = Outcome.RETRYING
-        logger.warning(
-            "job will retry job=%s task=%s attempt=%s retry_in=%.1fs error=%s",
-            job.id,
-            job.task_name,
-            job.attempts,
-            retry_in,
-            error,
+        log_job(
+            logger, logging.WARNING, job, "will retry", "retry_in=%.1fs error=%s", retry_in, error
         )
         signals.send(signals.job_retrying, task, job=job, error=error)
     else:
         outcome = Outcome.FAILED
-        logger.error(
-            "job failed job=%s task=%s attempt=%s error=%s",
-            job.id,
-            job.task_name,
-            job.attempts,
-            error,
-        )
+        log_job(logger, logging.ERROR, job, "failed", "error=%s", error)
         signals.send(signals.job_failed, task, job=job, error=error)
     return outcome
 
@@ -312,7 +300,7 @@ def _fail(
 def _ended(job: ClaimedJob, recorded: bool, outcome: Outcome, what: str) -> Outcome:
     if recorded:
         return outcome
-    logger.warning("lease lost job=%s task=%s; %s not recorded", job.id, job.task_name, what)
+    log_job(logger, logging.WARNING, job, "lease lost", "%s not recorded", what)
     return Outcome.LEASE_LOST
 
 
@@ -331,7 +319,7 @@ def _snooze(
     seconds = float(snooze.seconds)
     outcome = _ended(job, record_snooze(job, seconds, using), Outcome.SNOOZED, "snooze")
     if outcome is Outcome.SNOOZED:
-        logger.info("job snoozed job=%s task=%s seconds=%s", job.id, job.task_name, f"{seconds:g}")
+        log_job(logger, logging.INFO, job, "snoozed", "seconds=%g", seconds)
         signals.send(signals.job_snoozed, task, job=job, seconds=seconds)
     return outcome
 
@@ -340,7 +328,7 @@ def _halt(job: ClaimedJob, task: Task, halt: Halt, using: str) -> Outcome:
     reason = halt.reason if isinstance(halt.reason, str) else repr(halt.reason)
     outcome = _ended(job, record_halt(job, reason, using), Outcome.HALTED, "halt")
     if outcome is Outcome.HALTED:
-        logger.info("job halted job=%s task=%s reason=%s", job.id, job.task_name, reason)
+        log_job(logger, logging.INFO, job, "halted", "reason=%s", reason)
         signals.send(signals.job_halted, task, job=job, reason=reason)
     return outcome
 
@@ -348,6 +336,6 @@ def _halt(job: ClaimedJob, task: Task, halt: Halt, using: str) -> Outcome:
 def _cancel(job: ClaimedJob, task: Task | None, using: str) -> Outcome:
     outcome = _ended(job, record_cancelled(job, using), Outcome.CANCELLED, "cancellation")
     if outcome is Outcome.CANCELLED:
-        logger.warning("job cancelled job=%s task=%s", job.id, job.task_name)
+        log_job(logger, logging.WARNING, job, "cancelled")
         signals.send(signals.job_cancelled, task, job=job)
     return outcome

@@ -16,6 +16,7 @@ from django.db import DatabaseError, connections
 from .context import ClaimedJob
 from .db import queries_for, retry_while_locked
 from .held import HeldJobs
+from .logs import log_job
 from .transitions import Failure, record_failure, release
 
 logger = logging.getLogger(__name__)
@@ -85,19 +86,29 @@ def give_up_running(
                 )
         except DatabaseError as exc:
             connection.close()
-            logger.warning(
-                "could not record job=%s as given up (%s); its lease will expire and it runs again",
-                job.id,
+            log_job(
+                logger,
+                logging.WARNING,
+                job,
+                "not given up",
+                "could not record it as given up (%s); its lease will expire and it runs again",
                 exc,
             )
             continue
         if status is None:
-            logger.warning(
-                "job=%s was still running at shutdown, but its lease was already lost: "
-                "another worker owns it now; nothing recorded",
-                job.id,
+            log_job(
+                logger,
+                logging.WARNING,
+                job,
+                "lease lost",
+                "still running at shutdown: another worker owns it now; nothing recorded",
             )
         else:
-            logger.warning(
-                "gave back a job still running at shutdown job=%s status=%s", job.id, status
+            log_job(
+                logger,
+                logging.WARNING,
+                job,
+                "given up",
+                "still running at shutdown status=%s",
+                status,
             )

@@ -2,8 +2,10 @@
 
 ``queue_stats()`` counts jobs by queue and status; ``processing_time_stats()`` describes how long
 recent successful jobs ran; ``retry_stats()`` how many recent jobs needed more than one attempt.
-The windowed ones read finished jobs along ``outbox_job_finished`` (status, finished_at), so they
-cost what the window holds, not what the table retains.
+Every figure reads jobs of one status at a time along a partial index (``outbox_job_finished``
+(status, finished_at) for finished ones); over more than ``EXACT_LIMIT`` finished jobs it reads a
+sample instead (``stats_rows``), so that it costs about the same at a million jobs as at ten
+thousand, and says so (``estimated``).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from .conf import get_settings
-from .models import FINISHED, Job, JobStatus
+from .models import CLAIMABLE, FINISHED, Job, JobStatus
+from .partial_indexes import index_condition
+from .stats_rows import rows_of
 
 #: The percentiles ``processing_time_stats`` reports.
 PERCENTILES = (50, 90, 95, 99)
@@ -33,62 +36,127 @@ def _window_start(age: datetime.timedelta | float) -> datetime.datetime:
     return timezone.now() - datetime.timedelta(seconds=seconds)
 
 
-def queue_stats(*, using: str | None = None) -> dict[str, dict[str, int]]:
-    """Return ``{queue: {status: count}}`` for every queue with jobs; every status is listed."""
-    rows = _jobs(using).order_by().values_list("queue", "status").annotate(count=Count("pk"))
-    stats: dict[str, dict[str, int]] = {}
-    for queue, status, count in rows:
-        stats.setdefault(queue, dict.fromkeys(JobStatus.values, 0))[status] = count
-    return dict(sorted(stats.items()))
+class QueueStats(dict[str, dict[str, int]]):
+    """``{queue: {status: count}}``; ``estimated``: the statuses whose counts are estimates."""
+
+    estimated: frozenset[str] = frozenset()
+
+
+def _status_rows(jobs: Any, status: str) -> list[tuple[Any, str]]:
+    """The jobs of ``status``, as (queryset, the condition of the partial index that holds
+    them): ready and retrying jobs are in the claim indexes, fair and not fair apart."""
+    of_status = jobs.filter(status=status)
+    if status in CLAIMABLE:
+        return [
+            (of_status.filter(fair_key__isnull=fair), index_condition(CLAIMABLE, fair=not fair))
+            for fair in (True, False)
+        ]
+    if status in FINISHED:
+        return [(of_status, index_condition(FINISHED))]
+    # outbox_job_lease holds the running jobs, outbox_job_halted the halted ones.
+    return [(of_status, index_condition([status]))]
+
+
+def queue_stats(*, using: str | None = None, exact: bool = False) -> QueueStats:
+    """Return ``{queue: {status: count}}`` for every queue with jobs; every status is listed.
+
+    Unfinished jobs are counted exactly. A finished status with more than ``EXACT_LIMIT`` jobs
+    is estimated from a sample (its name is in the result's ``estimated``); ``exact=True``
+    counts every job, at the cost of reading them all.
+    """
+    jobs = _jobs(using)
+    counts: dict[tuple[str, str], float] = {}
+    estimated: set[str] = set()
+    for status in JobStatus.values:
+        for of_status, index in _status_rows(jobs, status):
+            # Unfinished jobs have no finished_at to sample along: always counted.
+            rows = rows_of(of_status, "queue", index=index, exact=exact or status not in FINISHED)
+            if rows.sampled:
+                estimated.add(status)
+            by_queue = _fetch(
+                of_status.db,
+                f"SELECT queue, count(*) FROM ({rows.sql}) AS r GROUP BY queue",
+                rows.params,
+            )
+            scale = rows.scale(sum(count for _queue, count in by_queue))
+            for queue, count in by_queue:
+                counts[queue, status] = counts.get((queue, status), 0) + count * scale
+    stats = QueueStats()
+    for (queue, status), count in sorted(counts.items()):
+        stats.setdefault(queue, dict.fromkeys(JobStatus.values, 0))[status] = round(count)
+    stats.estimated = frozenset(estimated)
+    return stats
+
+
+def _fetch(using: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
 
 
 def processing_time_stats(
-    *, age: datetime.timedelta | float = 3600, queue: str | None = None, using: str | None = None
-) -> dict[str, float | int | None]:
+    *,
+    age: datetime.timedelta | float = 3600,
+    queue: str | None = None,
+    using: str | None = None,
+    exact: bool = False,
+) -> dict[str, float | int | bool | None]:
     """Describe how long the jobs that succeeded in the last ``age`` (seconds or a timedelta)
     ran, from claim to success, in seconds: ``count``, ``avg``, ``min``, ``max`` and ``p50``,
-    ``p90``, ``p95``, ``p99`` (None when no job succeeded)."""
-    jobs = _jobs(using).filter(
-        status=JobStatus.SUCCEEDED, finished_at__gte=_window_start(age), started_at__isnull=False
-    )
+    ``p90``, ``p95``, ``p99`` (None when no job succeeded).
+
+    Over more than ``EXACT_LIMIT`` jobs (and not ``exact``), ``estimated`` is True: ``count``
+    is an estimate and the rest describe a sample of ``sample`` jobs spread over the window.
+    """
+    since = _window_start(age)
+    # No filter on started_at (it would cost SQLite its covering index for the count): a row
+    # without one (written by other code) has no duration, which the aggregates leave out.
+    jobs = _jobs(using).filter(status=JobStatus.SUCCEEDED)
     if queue is not None:
         jobs = jobs.filter(queue=queue)
     connection = connections[jobs.db]
-    table = Job._meta.db_table
-    where, params = _where(jobs)
     if connection.vendor == "postgresql":
-        sql = f"""
-            SELECT count(*), avg(duration), min(duration), max(duration),
-                   percentile_cont(ARRAY[{", ".join(str(p / 100) for p in PERCENTILES)}])
-                       WITHIN GROUP (ORDER BY duration)
-            FROM (SELECT EXTRACT(EPOCH FROM finished_at - started_at)::float AS duration
-                  FROM {table} WHERE {where}) AS durations
-        """
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            count, average, shortest, longest, percentiles = cursor.fetchone()
+        duration = "EXTRACT(EPOCH FROM finished_at - started_at)::float"
     else:
-        # SQLite has no percentile function: count, then read each percentile's row (the
-        # nearest rank) in the database's order.
         duration = "(julianday(finished_at) - julianday(started_at)) * 86400.0"
-        with connection.cursor() as cursor:
+    rows = rows_of(
+        jobs,
+        f"{duration} AS duration",
+        index=index_condition(FINISHED),
+        since=since,
+        exact=exact,
+    )
+    source = f"({rows.sql}) AS durations"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            fractions = ", ".join(str(p / 100) for p in PERCENTILES)
             cursor.execute(
-                f"SELECT count(*), avg({duration}), min({duration}), max({duration}) "
-                f"FROM {table} WHERE {where}",
-                params,
+                "SELECT count(duration), avg(duration), min(duration), max(duration), "
+                f"percentile_cont(ARRAY[{fractions}]) WITHIN GROUP (ORDER BY duration) "
+                f"FROM {source}",
+                rows.params,
+            )
+            count, average, shortest, longest, percentiles = cursor.fetchone()
+        else:
+            # SQLite has no percentile function: count, then read each percentile's row (the
+            # nearest rank) in the database's order.
+            cursor.execute(
+                "SELECT count(duration), avg(duration), min(duration), max(duration) "
+                f"FROM {source}",
+                rows.params,
             )
             count, average, shortest, longest = cursor.fetchone()
             percentiles = []
             for percentile in PERCENTILES if count else ():
                 rank = max(0, -(-percentile * count // 100) - 1)
                 cursor.execute(
-                    f"SELECT {duration} AS duration FROM {table} WHERE {where} "
+                    f"SELECT duration FROM {source} WHERE duration IS NOT NULL "
                     "ORDER BY duration LIMIT 1 OFFSET %s",
-                    [*params, rank],
+                    [*rows.params, rank],
                 )
                 percentiles.append(cursor.fetchone()[0])
-    stats: dict[str, float | int | None] = {
-        "count": int(count),
+    stats: dict[str, float | int | bool | None] = {
+        "count": round(count * rows.scale(count)),
         "avg": average,
         "min": shortest,
         "max": longest,
@@ -97,39 +165,54 @@ def processing_time_stats(
         PERCENTILES, percentiles or [None] * len(PERCENTILES), strict=True
     ):
         stats[f"p{percentile}"] = value
+    stats["sample"] = int(count)
+    stats["estimated"] = rows.sampled
     return stats
 
 
 def retry_stats(
-    *, age: datetime.timedelta | float = 86400, using: str | None = None
-) -> dict[str, dict[str, float | int]]:
+    *, age: datetime.timedelta | float = 86400, using: str | None = None, exact: bool = False
+) -> dict[str, dict[str, float | int | bool]]:
     """For the jobs that finished in the last ``age``, per queue: ``finished``, ``ok`` (succeeded
-    at the first attempt), ``retried`` (took more than one), ``retry_percent``."""
-    rows = (
-        _jobs(using)
-        .filter(status__in=FINISHED, finished_at__gte=_window_start(age))
-        .order_by()
-        .values("queue")
-        .annotate(
-            finished=Count("pk"),
-            ok=Count("pk", filter=Q(status=JobStatus.SUCCEEDED, attempts__lte=1)),
-            retried=Count("pk", filter=Q(attempts__gt=1)),
+    at the first attempt), ``retried`` (took more than one), ``retry_percent``.
+
+    A status with more than ``EXACT_LIMIT`` jobs in the window (and not ``exact``) is
+    estimated from a sample: its queues' figures have ``estimated`` True.
+    """
+    since = _window_start(age)
+    totals: dict[str, dict[str, float]] = {}
+    estimated: set[str] = set()
+    jobs = _jobs(using)
+    for status in FINISHED:
+        of_status = jobs.filter(status=status)
+        rows = rows_of(
+            of_status, "queue, attempts", index=index_condition(FINISHED), since=since, exact=exact
         )
-    )
-    stats: dict[str, dict[str, float | int]] = {}
-    for row in rows:
-        finished = row["finished"]
-        stats[row["queue"]] = {
+        first_attempt = "1" if status == JobStatus.SUCCEEDED else "0"
+        by_queue = _fetch(
+            of_status.db,
+            "SELECT queue, count(*), "
+            f"sum(CASE WHEN attempts <= 1 THEN {first_attempt} ELSE 0 END), "
+            "sum(CASE WHEN attempts > 1 THEN 1 ELSE 0 END) "
+            f"FROM ({rows.sql}) AS r GROUP BY queue",
+            rows.params,
+        )
+        scale = rows.scale(sum(row[1] for row in by_queue))
+        for queue, finished, ok, retried in by_queue:
+            figures = totals.setdefault(queue, {"finished": 0, "ok": 0, "retried": 0})
+            figures["finished"] += finished * scale
+            figures["ok"] += ok * scale
+            figures["retried"] += retried * scale
+            if rows.sampled:
+                estimated.add(queue)
+    stats: dict[str, dict[str, float | int | bool]] = {}
+    for queue, figures in sorted(totals.items()):
+        finished, retried = round(figures["finished"]), round(figures["retried"])
+        stats[queue] = {
             "finished": finished,
-            "ok": row["ok"],
-            "retried": row["retried"],
-            "retry_percent": round(100 * row["retried"] / finished, 2) if finished else 0.0,
+            "ok": round(figures["ok"]),
+            "retried": retried,
+            "retry_percent": round(100 * retried / finished, 2) if finished else 0.0,
+            "estimated": queue in estimated,
         }
-    return dict(sorted(stats.items()))
-
-
-def _where(jobs: Any) -> tuple[str, list[Any]]:
-    """The WHERE clause of ``jobs``' query, and its parameters, for raw SQL around it."""
-    compiler = jobs.query.get_compiler(using=jobs.db)
-    where, params = compiler.compile(jobs.query.where)
-    return where, list(params)
+    return stats

@@ -27,7 +27,7 @@ from .stopping import ABORT_SIGNAL, on_supervised_signals
 if TYPE_CHECKING:
     from .worker import Worker
 
-logger = logging.getLogger("django_outbox.worker")
+logger = logging.getLogger(__name__)
 
 #: Longest pause before restarting a worker that keeps dying.
 MAX_RESTART_DELAY = 30.0

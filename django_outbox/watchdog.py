@@ -23,6 +23,7 @@ from . import signals
 from .context import ClaimedJob
 from .db import queries_for
 from .exceptions import TimedOut
+from .logs import log_job
 from .registry import get_task
 from .retry import RetryPolicy
 from .runner import retry_delay
@@ -57,11 +58,13 @@ def watch(
         ):
             job.stuck_reported_at = now
             stack = stack_of(job.thread_ident)
-            logger.error(
-                "job running longer than max_execute_time job=%s task=%s seconds=%.1f "
-                "max_execute_time=%s; its thread's stack:\n%s",
-                job.id,
-                job.task_name,
+            log_job(
+                logger,
+                logging.ERROR,
+                job,
+                "stuck",
+                "running longer than max_execute_time seconds=%.1f max_execute_time=%s; its "
+                "thread's stack:\n%s",
                 elapsed,
                 task.max_execute_time,
                 stack or "(the thread has ended)",
@@ -116,18 +119,17 @@ def _time_out(
                 using=using,
             )
     except DatabaseError as exc:
-        logger.warning(
-            "job timed out job=%s task=%s; recorded when its handler returns (%s)",
-            job.id,
-            job.task_name,
-            exc,
+        log_job(
+            logger, logging.WARNING, job, "timed out", "recorded when its handler returns (%s)", exc
         )
         return
     if status is not None:
-        logger.error(
-            "job timed out job=%s task=%s seconds=%.1f timeout=%s; recorded as %s",
-            job.id,
-            job.task_name,
+        log_job(
+            logger,
+            logging.ERROR,
+            job,
+            "timed out",
+            "seconds=%.1f timeout=%s; recorded as %s",
             elapsed,
             timeout,
             status,

@@ -36,6 +36,7 @@ from .cron.scheduler import CronScheduler
 from .db import queries_for, retry_while_locked
 from .db.base import ClaimKind
 from .held import HeldJobs
+from .logs import log_job
 from .maintenance import Maintenance
 from .outage import ErrorBackoff
 from .pacing import RetryPacing
@@ -386,7 +387,7 @@ class Worker:
             outcome = Outcome.LEASE_LOST
         except Exception:
             # Not the handler's error (run_job records those): a signal receiver's, say.
-            logger.exception("could not record the outcome job=%s task=%s", job.id, job.task_name)
+            log_job(logger, logging.ERROR, job, "outcome not recorded", exc_info=True)
             connection.close()
             outcome = Outcome.LEASE_LOST
         else:
@@ -421,10 +422,12 @@ class Worker:
             if job.id in marked:
                 report_succeeded(job)
             else:
-                logger.warning(
-                    "lease lost job=%s task=%s; it ran, but another worker owns it now",
-                    job.id,
-                    job.task_name,
+                log_job(
+                    logger,
+                    logging.WARNING,
+                    job,
+                    "lease lost",
+                    "it ran, but another worker owns it now",
                 )
 
     # Shutdown.

@@ -55,14 +55,10 @@ def test_the_workers_log_lines_for_the_job_carry_it(captured, caplog):
     tasks.noop_non_atomic.enqueue()  # Its success is logged by the completer thread.
     tasks.noop.enqueue()
     request_id.reset(token)
-    worker_logger = logging.getLogger("django_outbox.worker")
-    request_filter = RequestIdFilter()
-    worker_logger.addFilter(request_filter)
-    try:
-        with caplog.at_level(logging.DEBUG, logger="django_outbox.worker"):
-            run_worker()
-    finally:
-        worker_logger.removeFilter(request_filter)
+    # On the handler: it sees the records of every django_outbox module's logger.
+    caplog.handler.addFilter(RequestIdFilter())
+    with caplog.at_level(logging.DEBUG, logger="django_outbox"):
+        run_worker()
     job_lines = [r for r in caplog.records if r.getMessage().startswith("job ")]
     assert {r.getMessage().split(" job=")[0] for r in job_lines} >= {"job started", "job succeeded"}
     assert {r.request_id for r in job_lines} == {"req-42"}

@@ -68,6 +68,8 @@ def test_processing_time_stats_without_jobs_are_empty():
         "p90": None,
         "p95": None,
         "p99": None,
+        "sample": 0,
+        "estimated": False,
     }
     with pytest.raises(ValueError, match="age must be a positive"):
         processing_time_stats(age=0)
@@ -80,7 +82,13 @@ def test_retry_stats_count_first_attempt_successes_and_retried_jobs_per_queue():
     finished(tasks.noop.enqueue(), attempts=1, ago=3 * 86400)  # Outside the day.
     tasks.noop.enqueue()  # Not finished.
     assert retry_stats() == {
-        "default": {"finished": 5, "ok": 3, "retried": 2, "retry_percent": 40.0}
+        "default": {
+            "finished": 5,
+            "ok": 3,
+            "retried": 2,
+            "retry_percent": 40.0,
+            "estimated": False,
+        }
     }
 
 

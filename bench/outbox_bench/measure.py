@@ -382,42 +382,57 @@ def percentile(values: list[float], fraction: float) -> float:
 # A large table of finished jobs.
 
 
-def insert_finished_jobs(count: int) -> None:
-    """Insert ``count`` succeeded jobs directly, in SQL (fast)."""
+def insert_finished_jobs(count: int, *, spread_seconds: float = 0.0) -> None:
+    """Insert ``count`` succeeded jobs directly, in SQL (fast).
+
+    With ``spread_seconds``, they finished evenly over the last ``spread_seconds`` (every
+    20th after two attempts, every 50th failed), each having run 0 to 2 s; else all just now.
+    """
     table = Job._meta.db_table
     connection = connections[using()]
+    step = spread_seconds / count
     if connection.vendor == "postgresql":
         series = "SELECT g AS n FROM generate_series(1, %s) AS g"
-        now = "now()"
+        finished = f"now() - n * interval '{step} seconds'"
+        started = f"{finished} - (n %% 2000) * interval '1 millisecond'"
     else:
         series = (
             "WITH RECURSIVE series(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM series "
             "WHERE n < %s) SELECT n FROM series"
         )
-        now = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+        finished = f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', -(n * {step}) || ' seconds')"
+        started = (
+            f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', -(n * {step} + (n %% 2000) / 1000.0) "
+            "|| ' seconds')"
+        )
+    status = "CASE WHEN n %% 50 = 0 THEN 'failed' ELSE 'succeeded' END"
+    attempts = "CASE WHEN n %% 20 = 0 THEN 2 ELSE 1 END"
+    if not spread_seconds:
+        status, attempts, started = "'succeeded'", "1", finished
     sql = f"""
         INSERT INTO {table} (task_name, queue, payload, status, priority, run_at, attempts,
             max_attempts, worker_id, enqueued_at, started_at, finished_at, last_error,
             last_traceback, errors)
-        SELECT 'outbox_bench.noop', '{RETAINED_QUEUE}', '{{}}', 'succeeded', 0, {now}, 1, 1,
-            'bench', {now}, {now}, {now}, '', '', '[]'
+        SELECT 'outbox_bench.noop', '{RETAINED_QUEUE}', '{{}}', {status}, 0, {finished},
+            {attempts}, 2, 'bench', {finished}, {started}, {finished}, '', '', '[]'
         FROM ({series}) AS numbers
     """
     with transaction.atomic(using=using()), connection.cursor() as cursor:
         cursor.execute(sql, [count])
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"VACUUM ANALYZE {table}")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"VACUUM ANALYZE {table}" if connection.vendor == "postgresql" else "ANALYZE"
+        )
 
 
-def time_stats() -> dict[str, float]:
+def time_stats(*, exact: bool = False) -> dict[str, float]:
     """Seconds each of django_outbox.stats' functions takes (the median of 3 calls)."""
     from django_outbox import stats
 
     calls: dict[str, Callable[[], object]] = {
-        "queue_stats": stats.queue_stats,
-        "processing_time_stats": lambda: stats.processing_time_stats(age=3600),
-        "retry_stats": lambda: stats.retry_stats(age=86400),
+        "queue_stats": lambda: stats.queue_stats(exact=exact),
+        "processing_time_stats": lambda: stats.processing_time_stats(age=3600, exact=exact),
+        "retry_stats": lambda: stats.retry_stats(age=86400, exact=exact),
     }
     timings = {}
     for name, call in calls.items():

@@ -14,7 +14,17 @@ from .floor import FloorUnavailable, measure_floor
 from .tables import created, effect_model
 
 #: Every part of the bench, in the order it runs.
-PARTS = ("enqueue", "bulk", "drain", "atomic", "fair", "latency", "large-table", "floor")
+PARTS = (
+    "enqueue",
+    "bulk",
+    "drain",
+    "atomic",
+    "fair",
+    "latency",
+    "large-table",
+    "stats",
+    "floor",
+)
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,8 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
             if "large-table" in parts:
                 _large_table(config, figure, log)
             figure("worker_peak_rss_mb", "MB").runs.append(max(workers.peak_rss_mb(), default=0))
+    if "stats" in parts:
+        _stats(config, figure, log)
     if "latency" in parts:
         for run in range(1, config.runs + 1):
             latencies = measure.measure_latency(config.latency_samples, config.concurrency)
@@ -216,6 +228,26 @@ def _large_table(
         figure("drain_large_table_per_s", "jobs/s").value
         / figure("drain_empty_table_per_s", "jobs/s").value
     )
+
+
+def _stats(
+    config: BenchConfig,
+    figure: Callable[[str, str], measure.Figure],
+    log: Callable[[str], None],
+) -> None:
+    """Time django_outbox.stats beside ``retained`` finished jobs, without the drains of
+    large-table: every job inside the windows (finished in the last 50 minutes), the worst
+    case; sampled past 10,000 jobs as they are by default, and with ``exact=True``."""
+    log(f"inserting {config.retained:,} finished jobs")
+    measure.insert_finished_jobs(config.retained, spread_seconds=3000)
+    try:
+        for exact in (False, True):
+            for name, seconds in measure.time_stats(exact=exact).items():
+                name = f"{name}_exact" if exact else name
+                figure(f"stats_{name}_ms", "ms").runs.append(seconds * 1000)
+                log(f"{name} beside {config.retained:,} finished jobs: {seconds * 1000:,.0f} ms")
+    finally:
+        measure.delete_bench_jobs()
 
 
 def _floor(

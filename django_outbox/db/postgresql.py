@@ -23,7 +23,7 @@ from ..outage import ErrorBackoff
 from .base import ClaimKind, DatabaseQueries, Result
 from .rows import CLAIM_COLUMNS, CLAIMS, SPECIAL_WAITING, claimed_jobs
 
-logger = logging.getLogger("django_outbox.worker")
+logger = logging.getLogger(__name__)
 
 TABLE = Job._meta.db_table
 #: The channel the enqueue trigger (migration 0002) notifies, with the queue's name as payload.

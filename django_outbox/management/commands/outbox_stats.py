@@ -8,21 +8,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from django_outbox.durations import parse_duration
 from django_outbox.models import JobStatus
 from django_outbox.stats import processing_time_stats, queue_stats, retry_stats
 
 
-def _seconds(text: str) -> float:
-    """A window: seconds, or a number with s, m, h or d (``90``, ``15m``, ``1d``)."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+def duration_argument(text: str) -> float:
+    """An argparse ``type``: a duration (``90``, ``15m``, ``1h``, ``7d``, ``2w``) in seconds."""
     try:
-        seconds = float(number) * units[unit]
-    except ValueError:
-        raise ArgumentTypeError(f"{text!r} is not a duration such as 90, 15m, 1h or 7d.") from None
-    if not 0 < seconds <= 3650 * 86400:
-        raise ArgumentTypeError(f"{text!r} must be more than 0 and at most 3650 days.")
-    return seconds
+        return parse_duration(text)
+    except ValueError as error:
+        raise ArgumentTypeError(str(error)) from None
 
 
 class Command(BaseCommand):
@@ -31,18 +27,28 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--age",
-            type=_seconds,
+            type=duration_argument,
             default=3600.0,
-            help="The window of the run time and retry figures (default 1h): 90, 15m, 1h, 7d.",
+            help="The window of the run time and retry figures (default 1h): 90, 15m, 1h, 7d, 2w.",
         )
         parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
+        parser.add_argument(
+            "--exact",
+            action="store_true",
+            help="Count every job instead of estimating from a sample past 10,000 jobs (slow "
+            "on a large table).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         age = options["age"]
+        exact = options["exact"]
+        queues = queue_stats(exact=exact)
         figures = {
-            "queues": queue_stats(),
-            "processing_time": processing_time_stats(age=age),
-            "retries": retry_stats(age=age),
+            "queues": queues,
+            # The statuses whose counts above are estimates (see docs/api.md).
+            "estimated_statuses": sorted(queues.estimated),
+            "processing_time": processing_time_stats(age=age, exact=exact),
+            "retries": retry_stats(age=age, exact=exact),
             "age_seconds": age,
         }
         if options["json"]:
@@ -55,14 +61,24 @@ def _table(figures: dict[str, Any]) -> str:
     statuses = JobStatus.values
     width = max([5, *(len(queue) for queue in figures["queues"])])
     lines = [f"{'queue':<{width}} " + " ".join(f"{status:>9}" for status in statuses)]
+    estimated = set(figures["estimated_statuses"])
     for queue, counts in figures["queues"].items():
-        lines.append(f"{queue:<{width}} " + " ".join(f"{counts[s]:>9,}" for s in statuses))
+        lines.append(
+            f"{queue:<{width}} "
+            + " ".join(f"{_about(counts[s], s in estimated):>9}" for s in statuses)
+        )
     if not figures["queues"]:
         lines.append("(no jobs)")
+    if estimated:
+        lines.append("~: estimated from a sample (--exact counts every job)")
     times = figures["processing_time"]
     lines.append("")
-    lines.append(f"Succeeded in the last {figures['age_seconds']:g} s: {times['count']:,} jobs")
-    if times["count"]:
+    lines.append(
+        f"Succeeded in the last {figures['age_seconds']:g} s: "
+        f"{_about(times['count'], times['estimated'])} jobs"
+        + (f" (run times of a sample of {times['sample']:,})" if times["estimated"] else "")
+    )
+    if times["sample"]:
         lines.append(
             "run time (s): "
             + ", ".join(
@@ -72,7 +88,13 @@ def _table(figures: dict[str, Any]) -> str:
         )
     for queue, retries in figures["retries"].items():
         lines.append(
-            f"{queue}: {retries['finished']:,} finished, {retries['ok']:,} at the first attempt, "
-            f"{retries['retried']:,} retried ({retries['retry_percent']:g}%)"
+            f"{queue}: {_about(retries['finished'], retries['estimated'])} finished, "
+            f"{_about(retries['ok'], retries['estimated'])} at the first attempt, "
+            f"{_about(retries['retried'], retries['estimated'])} retried "
+            f"({retries['retry_percent']:g}%)"
         )
     return "\n".join(lines)
+
+
+def _about(count: int, estimated: bool) -> str:
+    return f"~{count:,}" if estimated else f"{count:,}"

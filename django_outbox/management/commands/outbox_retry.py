@@ -1,0 +1,59 @@
+"""``manage.py outbox_retry``: make failed (or named cancelled) jobs ready to run again."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from django_outbox.exceptions import JobNotFound, JobStateError
+from django_outbox.housekeeping import jobs_to_retry, retry_jobs
+from django_outbox.management.commands.run_outbox_worker import positive_int
+
+#: How many jobs --dry-run lists before it only counts.
+LISTED = 50
+
+
+class Command(BaseCommand):
+    help = (
+        "Retry failed jobs: by id (failed or cancelled ones), by queue, by task, or all failed "
+        "jobs. Each is made ready to run now with one more attempt. Refuses to run without a "
+        "selector."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("ids", nargs="*", type=positive_int, help="Ids of jobs to retry.")
+        parser.add_argument("--queue", help="Retry the failed jobs of this queue.")
+        parser.add_argument("--task", help="Retry the failed jobs of this task (its name).")
+        parser.add_argument("--all-failed", action="store_true", help="Retry every failed job.")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="List what would be retried; change nothing."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            jobs = jobs_to_retry(
+                ids=options["ids"],
+                queue=options["queue"],
+                task=options["task"],
+                all_failed=options["all_failed"],
+            )
+        except (ValueError, JobNotFound, JobStateError) as error:
+            raise CommandError(str(error)) from error
+        if options["dry_run"]:
+            count = jobs.count()
+            for job in jobs.only("id", "task_name", "queue", "status", "attempts", "last_error")[
+                :LISTED
+            ]:
+                reason = job.last_error.splitlines()[0] if job.last_error else ""
+                self.stdout.write(
+                    f"#{job.pk} {job.task_name} queue={job.queue} {job.status} "
+                    f"attempts={job.attempts} {reason}".rstrip()
+                )
+            if count > LISTED:
+                self.stdout.write(f"... and {count - LISTED:,} more")
+            self.stdout.write(f"Would retry {count:,} jobs (dry run: nothing changed).")
+            return
+        retried = retry_jobs(jobs)
+        self.stdout.write(f"Retried {retried:,} jobs.")
