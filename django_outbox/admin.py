@@ -463,3 +463,7 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+
+
+# The dashboard registers its own admin (a page of its own, beside the job list).
+from . import dashboard_admin  # noqa: E402, F401

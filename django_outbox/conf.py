@@ -52,10 +52,15 @@ DEFAULTS: dict[str, Any] = {
     # (enqueue raises QueueFull beyond it; no bound by default); PACE_RETRIES (default True)
     # holds the queue's due retries back until the next poll once a retry fails again.
     "QUEUES": {},
+    # When a worker whose claims or heartbeats fail with database errors counts as unhealthy
+    # (django_outbox.healthy(), manage.py outbox_health): once in error for longer than
+    # ALLOWED_ERROR_SECONDS, and not in its first GRACE_SECONDS.
+    "HEALTH": {"ALLOWED_ERROR_SECONDS": 60.0, "GRACE_SECONDS": 120.0},
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
 RETENTION_KEYS = frozenset(DEFAULTS["RETENTION"])
+HEALTH_KEYS = frozenset(DEFAULTS["HEALTH"])
 QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES"})
 
 
@@ -96,6 +101,7 @@ class OutboxSettings:
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     context: tuple[str, ...] = ()
     codec: str | None = None
+    health: dict[str, float] = field(default_factory=lambda: dict(DEFAULTS["HEALTH"]))
     # queue_options' answers: every enqueue asks them, and settings don't change once read.
     _queue_options: dict[str, QueueOptions] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -161,6 +167,10 @@ def _build(user: Any) -> OutboxSettings:
         queues=dict(merged["QUEUES"]),
         context=tuple(merged["CONTEXT"]),
         codec=merged["CODEC"],
+        health={
+            key: float(value)
+            for key, value in {**DEFAULTS["HEALTH"], **user.get("HEALTH", {})}.items()
+        },
     )
 
 
