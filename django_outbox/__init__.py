@@ -31,6 +31,7 @@ from .exceptions import (
     TimedOut,
     UnknownTaskError,
 )
+from .health import healthy
 from .retry import GIVE_UP, RetryPolicy
 from .tasks import Task, task
 
@@ -68,6 +69,7 @@ __all__ = [
     "current_job",
     "enqueue",
     "enqueue_many",
+    "healthy",
     "resume",
     "retry_with_payload",
     "task",

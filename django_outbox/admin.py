@@ -607,3 +607,7 @@ def _running_not_deleted(count: int) -> str:
         "then delete them once they have ended.",
         "count",
     ) % {"count": count}
+
+
+# The dashboard registers its own admin (a page of its own, beside the job list).
+from . import dashboard_admin  # noqa: E402, F401

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
 
-from .conf import DEFAULTS, QUEUE_KEYS, RETENTION_KEYS, RETRY_KEYS
+from .conf import DEFAULTS, HEALTH_KEYS, QUEUE_KEYS, RETENTION_KEYS, RETRY_KEYS
 from .serialization import brief, text_error
 
 QUEUE_NAME_MAX_LENGTH = 100
@@ -161,6 +161,14 @@ RETRY_RANGES: dict[str, Range] = {
     "MAX_DELAY": Range(0, RETRY_DELAY_MAX, "No retry waits longer than this."),
     "FACTOR": Range(1, RETRY_FACTOR_MAX, "Each delay is the previous one times this.", "number"),
     "JITTER": Range(0, 1, "Each delay varies by up to this fraction of itself.", "number"),
+}
+HEALTH_RANGES: dict[str, Range] = {
+    "ALLOWED_ERROR_SECONDS": Range(
+        0, DAY, "A worker in error (database errors) this long is unhealthy; 0: at once."
+    ),
+    "GRACE_SECONDS": Range(
+        0, DAY, "A worker is not called unhealthy in its first seconds (rolling restarts)."
+    ),
 }
 #: Seconds finished jobs are kept (``None``, forever, is allowed beside it).
 RETENTION_RANGE = Range(
@@ -348,6 +356,31 @@ def max_size_error(max_size: object) -> str | None:
     return None
 
 
+def _health_errors(health: object) -> list[CheckMessage]:
+    hint = f"Use keys among {sorted(HEALTH_KEYS)}, each a number of seconds."
+    if not isinstance(health, dict):
+        return [Error("OUTBOX['HEALTH'] must be a dict.", hint=hint, id="django_outbox.E020")]
+    errors: list[CheckMessage] = []
+    unknown = _sorted_names(set(health) - HEALTH_KEYS)
+    if unknown:
+        errors.append(
+            Error(
+                f"OUTBOX['HEALTH'] has unknown keys {unknown}.", hint=hint, id="django_outbox.E020"
+            )
+        )
+    for key in sorted(set(health) & HEALTH_KEYS):
+        bounds = HEALTH_RANGES[key]
+        if problem := bounds.problem(health[key]):
+            errors.append(
+                Error(
+                    f"OUTBOX['HEALTH']['{key}'] {problem}",
+                    hint=f"{bounds.why} The default is {DEFAULTS['HEALTH'][key]}.",
+                    id="django_outbox.E021",
+                )
+            )
+    return errors
+
+
 def _context_errors(context: object) -> list[CheckMessage]:
     from .captured import variable_error
 
@@ -423,6 +456,8 @@ def outbox_setting_errors(user: object) -> list[CheckMessage]:
         errors += _retry_errors(user["RETRY"], "OUTBOX['RETRY']")
     if "RETENTION" in user:
         errors += _retention_errors(user["RETENTION"])
+    if "HEALTH" in user:
+        errors += _health_errors(user["HEALTH"])
     if "CONTEXT" in user:
         errors += _context_errors(user["CONTEXT"])
     if "CODEC" in user:

@@ -58,10 +58,15 @@ DEFAULTS: dict[str, Any] = {
     "CRON": {},
     # The time zone of cron expressions whose entry names none (an IANA name).
     "CRON_TIMEZONE": "UTC",
+    # When a worker whose claims or heartbeats fail with database errors counts as unhealthy
+    # (django_outbox.healthy(), manage.py outbox_health): once in error for longer than
+    # ALLOWED_ERROR_SECONDS, and not in its first GRACE_SECONDS.
+    "HEALTH": {"ALLOWED_ERROR_SECONDS": 60.0, "GRACE_SECONDS": 120.0},
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
 RETENTION_KEYS = frozenset(DEFAULTS["RETENTION"])
+HEALTH_KEYS = frozenset(DEFAULTS["HEALTH"])
 QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES"})
 
 
@@ -104,6 +109,7 @@ class OutboxSettings:
     codec: str | None = None
     cron: dict[str, dict[str, Any]] = field(default_factory=dict)
     cron_timezone: str = "UTC"
+    health: dict[str, float] = field(default_factory=lambda: dict(DEFAULTS["HEALTH"]))
     # queue_options' answers: every enqueue asks them, and settings don't change once read.
     _queue_options: dict[str, QueueOptions] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -171,6 +177,10 @@ def _build(user: Any) -> OutboxSettings:
         codec=merged["CODEC"],
         cron=dict(merged["CRON"]),
         cron_timezone=merged["CRON_TIMEZONE"],
+        health={
+            key: float(value)
+            for key, value in {**DEFAULTS["HEALTH"], **user.get("HEALTH", {})}.items()
+        },
     )
 
 

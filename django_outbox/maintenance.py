@@ -11,17 +11,23 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
 
 from .cron.scheduler import CronScheduler
 from .db import queries_for, retry_while_locked
+from .health import HEARTBEAT
 from .held import HeldJobs
 from .logs import log_job
 from .outage import ErrorBackoff
 from .retry import RetryPolicy
 from .transitions import extend_leases, prune_finished, rescue_expired_leases
 from .watchdog import watch
+
+if TYPE_CHECKING:
+    from .health import WorkerHealth
+    from .workers import Registration
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +48,8 @@ class Maintenance:
         done: threading.Event,
         fallback: RetryPolicy | None = None,
         cron: CronScheduler | None = None,
+        health: WorkerHealth | None = None,
+        registration: Registration | None = None,
     ) -> None:
         self.using = using
         self.worker_id = worker_id
@@ -56,16 +64,20 @@ class Maintenance:
         self.done = done
         # Enqueues cron entries' ticks; None when there are none (no thread, no queries).
         self.cron = cron
+        # Told whether the heartbeat reaches the database; and the worker's registry row,
+        # written after each heartbeat's own work.
+        self.health = health
+        self.registration = registration
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for name, what, work, max_delay in (
-            ("outbox-heartbeat", "heartbeat", self._beat, 10.0),
-            ("outbox-watchdog", "watching running jobs", self._watch, 10.0),
-            ("outbox-pruner", "pruning finished jobs", self._prune_batches, 60.0),
+        for name, what, work, max_delay, source in (
+            ("outbox-heartbeat", "heartbeat", self._beat, 10.0, HEARTBEAT),
+            ("outbox-watchdog", "watching running jobs", self._watch, 10.0, None),
+            ("outbox-pruner", "pruning finished jobs", self._prune_batches, 60.0, None),
         ):
             thread = threading.Thread(
-                target=self._repeat, args=(what, work, max_delay), name=name, daemon=True
+                target=self._repeat, args=(what, work, max_delay, source), name=name, daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -75,14 +87,21 @@ class Maintenance:
             thread.start()
             self._threads.append(thread)
 
-    def _repeat(self, what: str, work: Callable[[], None], max_delay: float) -> None:
-        """Call ``work`` every heartbeat until the worker stops, riding out database errors."""
+    def _repeat(
+        self, what: str, work: Callable[[], None], max_delay: float, source: str | None
+    ) -> None:
+        """Call ``work`` every heartbeat until the worker stops, riding out database errors.
+
+        Its errors and successes count in the worker's health as ``source``'s, if given.
+        """
         connection = connections[self.using]
         errors = ErrorBackoff(
             f"{what} worker={self.worker_id}",
             logger,
             first_delay=self.heartbeat_seconds,
             max_delay=max_delay,
+            health=self.health if source else None,
+            source=source or "",
         )
         wait = self.heartbeat_seconds
         try:
@@ -105,6 +124,14 @@ class Maintenance:
         queries_for(connection).prepare_worker_connection(connection)
         self._extend_leases()
         self.rescue()
+        if self.health is not None:
+            # Before the registry's row is written, so that it says the heartbeat works.
+            self.health.succeeded(HEARTBEAT)
+        if self.registration is not None:
+            # Last, and catching its own errors: the registry never holds up the leases. The
+            # first beat registers the worker: not at once, as a write while the first jobs
+            # start makes SQLite's write lock busier just then (test_stop_signals.py).
+            self.registration.beat()
 
     def _watch(self) -> None:
         # On a thread of its own: on SQLite a handler's open transaction can keep the

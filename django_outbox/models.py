@@ -278,8 +278,9 @@ class Job(models.Model):
                 name="outbox_job_failed_queue",
                 condition=Q(status=JobStatus.FAILED),
             ),
-            # Halted jobs by queue (django_outbox.stats): the one status no other partial
-            # index holds. Written only when a job halts, never by claims or completions.
+            # Halted jobs by queue (django_outbox.stats, django_outbox.dashboard): the one
+            # status no other partial index holds by queue; without it the count reads every
+            # finished job. Written only when a job halts, never by claims or completions.
             models.Index(
                 F("queue"),
                 name="outbox_job_halted",
@@ -384,3 +385,83 @@ class CronState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.schedule})"
+
+
+class WorkerProcess(models.Model):
+    """A running worker, as it registered itself: written at every heartbeat (the first inserts
+    it), and deleted when it stops gracefully (``django_outbox.workers``).
+
+    A worker killed without a chance to stop leaves its row behind: its heartbeat stops, the
+    dashboard and ``outbox_health`` call it stale, and other workers delete it later.
+    """
+
+    worker_id = models.CharField(_("worker"), max_length=255, primary_key=True)
+    # A new token for every Worker.run(): a worker restarted under the same id takes the row
+    # over, and the one it replaced cannot delete it on its way out.
+    instance = models.UUIDField(_("instance"))
+    host = models.CharField(_("host"), max_length=255)
+    pid = models.PositiveIntegerField(_("process id"))
+    # The queues it runs ([]: every queue) and its threads.
+    queues = models.JSONField(_("queues"), default=list)
+    concurrency = models.PositiveIntegerField(_("concurrency"))
+    # The worker's clock: when it started. The heartbeat is the database's clock, the one
+    # its staleness is judged by.
+    started_at = models.DateTimeField(_("started at"))
+    last_heartbeat_at = models.DateTimeField(_("last heartbeat at"), db_default=Now())
+    # How often it beats: its row is stale after a few beats missed.
+    heartbeat_seconds = models.FloatField(_("heartbeat seconds"))
+    # Attempts it finished (every outcome), and those that failed (to be retried or for good).
+    jobs_done = models.BigIntegerField(_("jobs done"), default=0)
+    jobs_failed = models.BigIntegerField(_("jobs failed"), default=0)
+    # Since when its claims or heartbeats fail (NULL: they work), and its latest such error.
+    in_error_since = models.DateTimeField(_("in error since"), null=True, blank=True)
+    last_error_at = models.DateTimeField(_("last error at"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True, default="")
+
+    class Meta:
+        verbose_name = _("worker")
+        verbose_name_plural = _("workers")
+        ordering = ["worker_id"]
+
+    def __str__(self) -> str:
+        return f"{self.worker_id} ({self.host}, pid {self.pid})"
+
+
+class QueueActivity(models.Model):
+    """Attempts that workers finished in one minute, per queue and outcome.
+
+    Workers count in memory and add their counts here at each heartbeat
+    (``django_outbox.activity``), so the dashboard's charts read a row per queue and minute
+    however many jobs ran or are kept. Rows older than two days are deleted.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # The minute's start (UTC, by the worker's clock).
+    minute = models.DateTimeField(_("minute"))
+    queue = models.CharField(_("queue"), max_length=100)
+    succeeded = models.BigIntegerField(_("succeeded"), default=0)
+    # Attempts that failed, to be retried; and those that failed the job for good.
+    retried = models.BigIntegerField(_("retried"), default=0)
+    failed = models.BigIntegerField(_("failed"), default=0)
+
+    class Meta:
+        verbose_name = _("queue activity")
+        verbose_name_plural = _("queue activity")
+        constraints = [
+            # The workers' upsert's conflict target, and the dashboard's range of minutes.
+            models.UniqueConstraint(fields=["minute", "queue"], name="outbox_activity_minute")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.minute:%Y-%m-%d %H:%M}"
+
+
+class Dashboard(Job):
+    """The admin's dashboard (queues, charts, workers): a proxy, so that it has its place in
+    the admin index. No table of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("dashboard")
+        verbose_name_plural = _("dashboard")
+        default_permissions = ()

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .health import WorkerHealth
 
 
 class ErrorBackoff:
@@ -24,6 +28,8 @@ class ErrorBackoff:
         first_delay: float,
         max_delay: float = 10.0,
         remind_every: float = 60.0,
+        health: WorkerHealth | None = None,
+        source: str = "",
     ) -> None:
         self.what = what
         self.logger = logger
@@ -35,6 +41,9 @@ class ErrorBackoff:
         self._since = 0.0
         self._kind = ""
         self._reminded = 0.0
+        # The worker's health, told of each error and success of this loop (as ``source``).
+        self.health = health
+        self.source = source
 
     @property
     def failing(self) -> bool:
@@ -52,7 +61,7 @@ class ErrorBackoff:
             self.logger.error(
                 "%s failed: %s; retrying, and logging further %s errors only every %ss",
                 self.what,
-                _first_line(exc),
+                first_line(exc),
                 kind,
                 int(self.remind_every),
                 exc_info=exc,
@@ -64,15 +73,19 @@ class ErrorBackoff:
                 self.what,
                 self.errors + 1,
                 now - self._since,
-                _first_line(exc),
+                first_line(exc),
             )
         self.errors += 1
+        if self.health is not None:
+            self.health.failed(self.source, exc)
         delay = self._delay
         self._delay = min(self._delay * 2, self.max_delay)
         return delay
 
     def succeeded(self) -> None:
         """End a run of errors, if there was one, saying how long it lasted."""
+        if self.health is not None:
+            self.health.succeeded(self.source)
         if not self.errors:
             return
         self.logger.warning(
@@ -85,6 +98,6 @@ class ErrorBackoff:
         self._delay = self.first_delay
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

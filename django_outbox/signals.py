@@ -3,8 +3,9 @@
 Each is sent with ``sender`` the Task (None for a job whose task is not registered) and
 ``job`` the ClaimedJob. ``job_failed`` and ``job_retrying`` also pass ``error`` (text).
 ``job_enqueued`` is sent by enqueue, inside the caller's transaction (``job`` the Job);
-``worker_started`` and ``worker_stopped`` by a worker (``sender`` the Worker class, ``worker``
-the Worker). A receiver that raises is logged and changes nothing about the job or the worker.
+``worker_started``, ``worker_stopped``, ``worker_unhealthy`` and ``worker_recovered`` by a
+worker (``sender`` the Worker class, ``worker`` the Worker). A receiver that raises is logged
+and changes nothing about the job or the worker.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ job_enqueued = Signal()
 #: A worker is about to claim its first jobs; and it has stopped (``stats``, its WorkerStats).
 worker_started = Signal()
 worker_stopped = Signal()
+#: A worker has been in error (its claims or heartbeats failing with database errors) longer
+#: than OUTBOX["HEALTH"]["ALLOWED_ERROR_SECONDS"] (and is past its GRACE_SECONDS): ``seconds``
+#: in error so far, ``error`` the latest one's first line. Sent once, by the thread that saw it.
+worker_unhealthy = Signal()
+#: A worker that was unhealthy works again (its claims and heartbeats succeed).
+worker_recovered = Signal()
 job_started = Signal()
 job_succeeded = Signal()
 job_retrying = Signal()

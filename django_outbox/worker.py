@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from django.db import DatabaseError, connections
 
-from . import shutdown, signals, wakeups
+from . import health, shutdown, signals, wakeups
+from .activity import ActivityCounter
 from .claim_policy import ClaimPolicy
 from .completer import Completer
 from .conf import get_settings
@@ -42,6 +43,7 @@ from .outage import ErrorBackoff
 from .pacing import RetryPacing
 from .retry import RetryPolicy
 from .runner import Outcome, report_succeeded, run_job
+from .workers import Registration
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +134,23 @@ class Worker:
         self._helpers_done = threading.Event()
         self._threads: list[threading.Thread] = []
         self._completer = Completer(self.using, self._record_completed)
+        # Attempts by queue and minute, for the dashboard's charts (written at heartbeats).
+        self.activity = ActivityCounter()
+        self.health = health.WorkerHealth(
+            allowed_error_seconds=outbox.health["ALLOWED_ERROR_SECONDS"],
+            grace_seconds=outbox.health["GRACE_SECONDS"],
+            on_change=self._health_changed,
+        )
+        self._registration = Registration(
+            using=self.using,
+            worker_id=self.worker_id,
+            queues=self.queues,
+            concurrency=self.concurrency,
+            heartbeat_seconds=outbox.heartbeat_seconds,
+            health=self.health,
+            counts=self._counts,
+            activity=self.activity,
+        )
         self._maintenance = Maintenance(
             using=self.using,
             worker_id=self.worker_id,
@@ -143,12 +162,16 @@ class Worker:
             done=self._helpers_done,
             fallback=self.fallback_policy,
             cron=self._cron_scheduler(cron),
+            health=self.health,
+            registration=self._registration,
         )
         self._claim_errors = ErrorBackoff(
             f"claiming jobs worker={self.worker_id}",
             logger,
             first_delay=self.poll_seconds,
             max_delay=MAX_CLAIM_BACKOFF,
+            health=self.health,
+            source=health.CLAIM,
         )
         self._outcome_errors = ErrorBackoff(
             f"recording job outcomes worker={self.worker_id}",
@@ -207,6 +230,7 @@ class Worker:
             self.concurrency,
             self.prefetch,
         )
+        health.track(self.health)
         wakeups.subscribe(self._job_enqueued)
         self._start_threads()
         signals.send(signals.worker_started, Worker, worker=self)
@@ -246,10 +270,39 @@ class Worker:
                 self._wake.wait(self.poll_seconds)
         finally:
             wakeups.unsubscribe(self._job_enqueued)
-            self._shut_down()
+            try:
+                self._shut_down()
+            finally:
+                self._registration.leave()
+                health.untrack(self.health)
         logger.info("worker stopped worker=%s %s", self.worker_id, self.stats)
         signals.send(signals.worker_stopped, Worker, worker=self, stats=self.stats)
         return self.stats
+
+    def _counts(self) -> tuple[int, int]:
+        """The attempts this worker finished, and those that failed (for the registry)."""
+        with self.held.lock:
+            outcomes = self.stats.outcomes
+            done = sum(outcomes.values()) - outcomes[Outcome.LEASE_LOST]
+            return done, outcomes[Outcome.RETRYING] + outcomes[Outcome.FAILED]
+
+    def _health_changed(self, healthy: bool) -> None:
+        """Log and signal that this worker became unhealthy, or healthy again."""
+        error, _ago = self.health.last_error()
+        seconds = self.health.in_error_for()
+        if not healthy:
+            logger.error(
+                "worker unhealthy worker=%s in_error_for=%.0fs last_error=%s",
+                self.worker_id,
+                seconds or 0.0,
+                error,
+            )
+            signals.send(
+                signals.worker_unhealthy, Worker, worker=self, seconds=seconds, error=error
+            )
+        else:
+            logger.warning("worker healthy again worker=%s", self.worker_id)
+            signals.send(signals.worker_recovered, Worker, worker=self)
 
     def _rescue_before_claiming(self) -> None:
         """Take back expired leases before the first claim (the heartbeat does it later).
@@ -402,6 +455,7 @@ class Worker:
             self.held.drop([job.id])
             self.stats.outcomes[outcome] += 1
             self._slot_freed()
+        self.activity.add(job.queue, outcome)
 
     def _complete_later(self, job: ClaimedJob) -> None:
         """Free the thread now; the completer marks the job succeeded with others."""
@@ -417,6 +471,7 @@ class Worker:
             for job in jobs:
                 outcome = Outcome.SUCCEEDED if job.id in marked else Outcome.LEASE_LOST
                 self.stats.outcomes[outcome] += 1
+                self.activity.add(job.queue, outcome)
             self._slot_freed()
         for job in jobs:
             if job.id in marked:

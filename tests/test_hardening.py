@@ -192,7 +192,11 @@ def test_a_job_of_an_unknown_task_retries_and_the_log_names_the_deploy_order(cap
     assert (row.status, row.attempts) == (JobStatus.FAILED, 2)
     assert "No task named 'billing.tasks.added_in_the_next_release'" in row.last_error
     assert "deploy workers first" in caplog.text
-    assert f"job={job.pk} task=billing.tasks.added_in_the_next_release attempt=1/2" in caplog.text
+    assert (
+        f"job={job.pk} task=billing.tasks.added_in_the_next_release queue=default attempt=1 "
+        in caplog.text
+    )
+    assert "max_attempts=2" in caplog.text
 
 
 def test_a_claimable_row_with_its_attempts_used_up_gets_one_more_attempt():

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_outbox', '0010_job_return_value'),
+        ('django_outbox', '0011_workers'),
     ]
 
     operations = [

@@ -1,0 +1,204 @@
+"""Take docs/images/dashboard.png: the admin's dashboard with a day of made-up traffic.
+
+Run from the repository's top, with chromium installed::
+
+    .venv/bin/python docs/images/dashboard_screenshot.py
+
+It builds the example project's database in a temporary directory (SQLite), fills it with
+waiting, running and halted jobs, a day of per-minute activity, live workers, one in error and
+one that stopped heartbeating, serves it with ``runserver`` (every request logged in as a
+superuser, by a middleware of this script's settings), and has headless chromium take the
+picture.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OUTPUT = REPO / "docs" / "images" / "dashboard.png"
+PORT = 8765
+
+SETTINGS = '''
+from example.settings import *  # noqa: F403
+
+MIDDLEWARE = [*MIDDLEWARE, "screenshot_settings.LoggedIn"]  # noqa: F405
+
+
+class LoggedIn:
+    """Log every request in as the superuser: the screenshot needs no login form."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        from django.contrib.auth import get_user_model
+
+        request.user = get_user_model().objects.get(username="admin")
+        request._cached_user = request.user
+        return self.get_response(request)
+'''
+
+
+def fill() -> None:
+    """Write the jobs, the activity and the workers the picture shows."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from django_outbox.enqueuing import build_job
+    from django_outbox.models import Job, JobStatus, QueueActivity, WorkerProcess
+    from django_outbox.transitions import database_time_in
+
+    get_user_model().objects.create_superuser("admin", "admin@example.com", "admin")
+    now = timezone.now()
+    rng = random.Random(7)
+    task = "signups.tasks.send_welcome_email"
+    jobs = []
+    for queue, ready, retrying, running, halted, oldest in (
+        ("emails", 42, 3, 8, 0, 95),
+        ("reports", 7, 0, 2, 2, 410),
+        ("webhooks", 310, 12, 16, 0, 38),
+        ("default", 0, 0, 1, 0, 0),
+    ):
+        for number in range(ready):
+            job = build_job(task, {"user_id": number}, queue=queue)
+            job.run_at = now - datetime.timedelta(seconds=rng.uniform(0, oldest))
+            jobs.append(job)
+        for status, count in (
+            (JobStatus.RETRYING, retrying),
+            (JobStatus.RUNNING, running),
+            (JobStatus.HALTED, halted),
+        ):
+            for number in range(count):
+                job = build_job(task, {"user_id": number}, queue=queue)
+                job.status, job.attempts = status, 1
+                if status == JobStatus.RUNNING:
+                    job.lease_token = uuid.uuid4()
+                    job.lease_expires_at = now + datetime.timedelta(seconds=60)
+                jobs.append(job)
+    Job.objects.bulk_create(jobs)
+
+    minute = now.replace(second=0, microsecond=0)
+    rows = []
+    for queue, rate, failing in (("emails", 40, 0.02), ("reports", 3, 0.0), ("webhooks", 90, 0.05)):
+        for ago in range(1440):
+            # A working day's shape, some noise, and webhooks failing for a while an hour ago.
+            hour = (minute - datetime.timedelta(minutes=ago)).hour
+            shape = 0.35 + 0.65 * math.sin(math.pi * max(0, min(1, (hour - 6) / 14)))
+            attempts = max(0, int(rng.gauss(rate * shape, rate * 0.12)))
+            share = failing * (6 if queue == "webhooks" and 55 <= ago <= 75 else 1)
+            retried = sum(rng.random() < share for _ in range(attempts))
+            failed = sum(rng.random() < share / 8 for _ in range(attempts))
+            rows.append(
+                QueueActivity(
+                    queue=queue,
+                    minute=minute - datetime.timedelta(minutes=ago),
+                    succeeded=attempts - retried - failed,
+                    retried=retried,
+                    failed=failed,
+                )
+            )
+    QueueActivity.objects.bulk_create(rows)
+
+    for number, (host, queues, done, failed, error) in enumerate(
+        [
+            ("worker-7f9c4", [], 182_344, 3_120, ""),
+            ("worker-7f9c4", [], 180_912, 2_987, ""),
+            ("worker-b21e8", ["webhooks"], 96_410, 5_830, ""),
+            ("worker-d04a1", ["emails", "reports"], 41_207, 311, "OperationalError: "),
+        ],
+        start=1,
+    ):
+        pid = 4100 + number * 7
+        WorkerProcess.objects.create(
+            worker_id=f"{host}:{pid}:{uuid.uuid4().hex[:6]}",
+            instance=uuid.uuid4(),
+            host=host,
+            pid=pid,
+            queues=queues,
+            concurrency=8,
+            started_at=now - datetime.timedelta(hours=6, minutes=number * 13),
+            heartbeat_seconds=10,
+            jobs_done=done,
+            jobs_failed=failed,
+            in_error_since=now - datetime.timedelta(seconds=24) if error else None,
+            last_error_at=now if error else None,
+            last_error=error + "connection to server failed: timeout expired" if error else "",
+        )
+    gone = WorkerProcess.objects.create(
+        worker_id="worker-a8812:4077:9e01c2",
+        instance=uuid.uuid4(),
+        host="worker-a8812",
+        pid=4077,
+        concurrency=8,
+        started_at=now - datetime.timedelta(days=1),
+        heartbeat_seconds=10,
+    )
+    WorkerProcess.objects.filter(pk=gone.pk).update(last_heartbeat_at=database_time_in(-540))
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        env = dict(os.environ)
+        env.update(
+            DATABASE_URL=f"sqlite:///{directory}/screenshot.sqlite3",
+            DJANGO_SETTINGS_MODULE="screenshot_settings",
+            PYTHONPATH=os.pathsep.join([directory, str(REPO / "example_project"), str(REPO)]),
+            OUTBOX_LOG_LEVEL="WARNING",
+        )
+        Path(directory, "screenshot_settings.py").write_text(SETTINGS)
+        manage = [sys.executable, str(REPO / "example_project" / "manage.py")]
+        subprocess.run([*manage, "migrate", "-v0"], env=env, check=True)
+        code = "import django; django.setup(); from dashboard_screenshot import fill; fill()"
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "PYTHONPATH": env["PYTHONPATH"] + os.pathsep + str(Path(__file__).parent)},
+            check=True,
+        )
+        server = subprocess.Popen(
+            [*manage, "runserver", "--noreload", f"127.0.0.1:{PORT}"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{PORT}/admin/django_outbox/dashboard/"
+        try:
+            for _ in range(100):
+                try:
+                    urllib.request.urlopen(url, timeout=2)
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            subprocess.run(
+                [
+                    "chromium",
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--hide-scrollbars",
+                    f"--screenshot={OUTPUT}",
+                    "--window-size=1280,1000",
+                    url,
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+        finally:
+            server.terminate()
+            server.wait(10)
+    print(f"Wrote {OUTPUT}")
+
+
+if __name__ == "__main__":
+    main()
