@@ -4,6 +4,7 @@ index, shown to staff who may view jobs. ``admin.py`` imports this module to reg
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Any
 
 import django
@@ -15,8 +16,9 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext as _
 
 from .charts import activity_chart
+from .cron import CronStatus, schedule
 from .dashboard import DAY, DEPTH_STATUSES, HOUR, Activity, dashboard
-from .models import Dashboard, Job
+from .models import Dashboard, Job, JobStatus
 from .workers import Registered
 
 if TYPE_CHECKING:
@@ -51,6 +53,32 @@ def _summary(activity: Activity) -> str:
     if activity.failure_rate is not None:
         text += _(", %(percent)s%% failed") % {"percent": f"{activity.failure_rate * 100:.1f}"}
     return str(text)
+
+
+def _cron_entry(status: CronStatus, now: datetime.datetime) -> dict[str, Any]:
+    last_status = status.last_job_status
+    return {
+        "name": status.name,
+        "task": status.task,
+        "expression": status.expression,
+        "description": status.description,
+        "timezone": status.timezone,
+        "next_run": status.next_run,
+        "next_in": (
+            duration_text(max(0.0, (status.next_run - now).total_seconds()))
+            if status.next_run
+            else ""
+        ),
+        "last_run": status.last_run,
+        "last_ago": (
+            duration_text(max(0.0, (now - status.last_run).total_seconds()))
+            if status.last_run
+            else ""
+        ),
+        "last_job_id": status.last_job_id,
+        "last_job_status": JobStatus(last_status).label if last_status in JobStatus.values else "",
+        "last_job_failed": last_status == JobStatus.FAILED,
+    }
 
 
 def _worker(worker: Registered) -> dict[str, Any]:
@@ -143,6 +171,8 @@ class DashboardAdmin(DashboardModelAdmin):
             "queues": queues,
             "live_workers": [_worker(worker) for worker in figures.live_workers],
             "stale_workers": [_worker(worker) for worker in figures.stale_workers],
+            # No query without cron entries; two with.
+            "cron_entries": [_cron_entry(status, figures.now) for status in schedule()],
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/django_outbox/dashboard.html", context)

@@ -314,3 +314,34 @@ def test_every_query_on_the_job_table_reads_an_index_not_the_finished_jobs():
             scans = [line for line in plan.splitlines() if "django_outbox_job" in line]
             assert scans, plan
             assert all("INDEX" in line for line in scans), plan
+
+
+def test_the_dashboard_lists_cron_entries_with_their_next_run_and_last_job():
+    from django.conf import settings
+    from django.test import override_settings
+
+    from django_outbox.cron import declared_entries
+    from django_outbox.cron.scheduler import enqueue_due
+
+    cron = {
+        "<b>nightly</b>": {"TASK": "tests.testapp.tasks.note_cron_tick", "SCHEDULE": "0 3 * * *"},
+        "often": {"TASK": "tests.testapp.tasks.note_cron_tick", "SCHEDULE": "*/5 * * * *"},
+    }
+    with override_settings(OUTBOX={**settings.OUTBOX, "CRON": cron}):
+        now = timezone.now()
+        enqueue_due(declared_entries(), now=now - datetime.timedelta(minutes=5), using="default")
+        (job,) = enqueue_due(declared_entries(), now=now, using="default")
+        Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED)
+        page = staff("view_job").get(reverse(DASHBOARD)).content.decode()
+    assert "Periodic tasks" in page
+    assert "&lt;b&gt;nightly&lt;/b&gt;" in page
+    assert "<b>nightly</b>" not in page
+    assert "<code>*/5 * * * *</code> (UTC)" in page
+    assert reverse("admin:django_outbox_job_change", args=[job.pk]) in page
+    assert '<span class="state-bad">Failed</span>' in page
+    assert "not yet" in page  # nightly has not run
+
+
+def test_without_cron_entries_the_dashboard_has_no_periodic_tasks_section():
+    page = staff("view_job").get(reverse(DASHBOARD)).content.decode()
+    assert "Periodic tasks" not in page
