@@ -33,6 +33,22 @@ SETTINGS = '''
 from example.settings import *  # noqa: F403
 
 MIDDLEWARE = [*MIDDLEWARE, "screenshot_settings.LoggedIn"]  # noqa: F405
+OUTBOX = {  # noqa: F405
+    **OUTBOX,  # noqa: F405
+    "CRON": {
+        "nightly-digest": {
+            "TASK": "signups.tasks.send_welcome_email",
+            "SCHEDULE": "0 3 * * *",
+            "PAYLOAD": {"user_id": 1},
+            "TIMEZONE": "Europe/Paris",
+        },
+        "bounce-report": {
+            "TASK": "signups.tasks.send_welcome_email",
+            "SCHEDULE": "*/15 * * * *",
+            "PAYLOAD": {"user_id": 2},
+        },
+    },
+}
 
 
 class LoggedIn:
@@ -146,6 +162,15 @@ def fill() -> None:
     )
     WorkerProcess.objects.filter(pk=gone.pk).update(last_heartbeat_at=database_time_in(-540))
 
+    # The cron entries of the settings above: the quarter-hourly one ran at its last tick.
+    from django_outbox.cron import declared_entries
+    from django_outbox.cron.scheduler import enqueue_due
+
+    entries = [entry for entry in declared_entries() if entry.name == "bounce-report"]
+    enqueue_due(entries, now=now - datetime.timedelta(minutes=20), using="default")
+    for job in enqueue_due(entries, now=now, using="default"):
+        Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED, finished_at=now)
+
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
@@ -187,7 +212,7 @@ def main() -> None:
                     "--disable-gpu",
                     "--hide-scrollbars",
                     f"--screenshot={OUTPUT}",
-                    "--window-size=1280,1000",
+                    "--window-size=1280,1180",
                     url,
                 ],
                 check=True,
