@@ -9,7 +9,7 @@ from tests.conftest import REPO
 
 API = (REPO / "docs" / "api.md").read_text()
 #: ``signals.send(signals.NAME, sender, key=value, ...)``: how the package sends every signal.
-SEND = re.compile(r"signals\.send\(signals\.(\w+), [^,)]+((?:, \w+=[^,)]+)*)\)")
+SEND = re.compile(r"signals\.send\(\s*signals\.(\w+),\s*[^,)]+((?:,\s*\w+=[^,)]+)*),?\s*\)")
 
 
 def defined_signals() -> set[str]:
@@ -21,7 +21,7 @@ def sent_arguments() -> dict[str, set[str]]:
     sent: dict[str, set[str]] = {}
     for path in (REPO / "django_outbox").rglob("*.py"):
         for name, arguments in SEND.findall(path.read_text()):
-            sent.setdefault(name, set()).update(re.findall(r", (\w+)=", arguments))
+            sent.setdefault(name, set()).update(re.findall(r",\s*(\w+)=", arguments))
     return sent
 
 
