@@ -160,8 +160,12 @@ class Maintenance:
                 log_job(logger, logging.WARNING, job, "cancel requested")
                 job.mark_cancel_requested()
 
-    def rescue(self) -> None:
-        """Take back the expired leases of jobs this worker does not hold."""
+    def rescue(self, stopping: Callable[[], bool] | None = None) -> None:
+        """Take back the expired leases of jobs this worker does not hold.
+
+        ``stopping``: while it returns True, a locked database is not waited for (default:
+        this thread's own end).
+        """
         # Read after extending: a job claimed since is in the list, and one claimed between
         # the two reads has a fresh lease anyway.
         rescued = retry_while_locked(
@@ -169,7 +173,7 @@ class Maintenance:
                 self.using, self.history_limit, held_tokens=self.held.tokens()
             ),
             give_up_after=self.heartbeat_seconds,
-            stopping=self.done.is_set,
+            stopping=stopping or self.done.is_set,
         )
         if rescued:
             logger.warning(

@@ -34,7 +34,7 @@ from .conf import get_settings
 from .context import ClaimedJob
 from .cron.entries import declared_entries
 from .cron.scheduler import CronScheduler
-from .db import queries_for, retry_while_locked
+from .db import is_lock_error, queries_for, retry_while_locked
 from .db.base import ClaimKind
 from .held import HeldJobs
 from .logs import log_job
@@ -249,6 +249,9 @@ class Worker:
                     # The claim is one statement, so nothing is half-done: try again after a
                     # growing pause, on a new connection (or at a wake-up).
                     connections[self.using].close()
+                    if self._stopping.is_set() and is_lock_error(exc):
+                        # Gave up waiting for a lock to stop: no database error to report.
+                        break
                     self._wake.wait(self._claim_errors.failed(exc))
                     continue
                 self._claim_errors.succeeded()
@@ -310,8 +313,10 @@ class Worker:
         A worker restarted after a crash runs its predecessor's jobs without waiting a
         heartbeat, and a burst worker sees them before it decides there is nothing to do.
         """
+        connection = connections[self.using]
         try:
-            self._maintenance.rescue()
+            with queries_for(connection).claim_lock_wait(connection):
+                self._maintenance.rescue(stopping=self._stopping.is_set)
         except DatabaseError:
             # The claim that follows meets the same error and backs off; the heartbeat retries.
             connections[self.using].close()
@@ -346,9 +351,10 @@ class Worker:
             return len(claimed)
 
         try:
-            self._claim_policy.claim_round(
-                limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
-            )
+            with queries.claim_lock_wait(connection):
+                self._claim_policy.claim_round(
+                    limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
+                )
         finally:
             # A later claim of the round may fail: the jobs the earlier ones took are this
             # worker's all the same (their leases say so), to run rather than leave to expire.

@@ -130,6 +130,41 @@ def test_the_worker_outlives_a_database_locked_longer_than_its_busy_timeout(
     assert not worker.stopping
 
 
+@pytest.mark.parametrize("locked", ["before the worker starts", "while it claims"])
+def test_a_stop_does_not_wait_out_the_busy_timeout_of_a_worker_blocked_by_the_write_lock(
+    locked, worker_thread, caplog
+):
+    """While another transaction (on SQLite, a handler's) holds the write lock, the worker's
+    first rescue and its claims wait for it; a stop request must end the worker in about a
+    second, not after the busy timeout (20 s in these tests), and report no database error
+    for the claim it gave up."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's single write lock")
+    tasks.noop.enqueue({}, delay=3600)
+    locker = connections.create_connection("default")
+    locker.settings_dict = dict(connection.settings_dict)
+    try:
+        if locked == "while it claims":
+            worker = worker_thread(concurrency=1)
+            time.sleep(0.5)  # claiming, and finding nothing due
+        with locker.cursor() as cursor:
+            cursor.execute("BEGIN IMMEDIATE")
+        if locked == "before the worker starts":
+            worker = worker_thread(concurrency=1)
+        time.sleep(1.5)  # the worker now waits for the lock
+        (thread,) = [thread for thread in threading.enumerate() if thread.name == "test-worker"]
+        stopped_at = time.monotonic()
+        worker.request_stop()
+        thread.join(15)
+        took = time.monotonic() - stopped_at
+    finally:
+        with locker.cursor() as cursor:
+            cursor.execute("ROLLBACK")
+        locker.close()
+    assert took < 3, took
+    assert "claiming jobs" not in caplog.text
+
+
 def test_a_worker_restarted_under_the_same_id_takes_back_its_predecessors_jobs():
     job = tasks.noop.enqueue({})
     claim(worker_id="host-1")  # then host-1 was SIGKILLed, and restarted under its name

@@ -180,6 +180,15 @@ class DatabaseQueries:
         """Within the block, wait at most ``seconds`` for another transaction's locks."""
         yield
 
+    @contextmanager
+    def claim_lock_wait(self, connection: BaseDatabaseWrapper) -> Iterator[None]:
+        """Within the block, claims wait for locks only as long as a stop may wait for them.
+
+        Claims that skip locked rows never wait: nothing to do. (SQLite's wait for its one
+        write lock is a single call that a stop request cannot cut short.)
+        """
+        yield
+
     def listen(
         self,
         connection: BaseDatabaseWrapper,

@@ -84,6 +84,9 @@ RETURNING id
 
 #: Jobs per statement, well under SQLite's limit on bound parameters.
 BATCH_LIMIT = 400
+#: How long one claim waits for the write lock before it is tried again: how long a stopping
+#: worker may wait inside SQLite before it sees the stop.
+CLAIM_LOCK_WAIT_SECONDS = 0.5
 
 
 # Databases switched to WAL by this process: the mode is stored in the database file.
@@ -199,13 +202,13 @@ class SQLiteQueries(DatabaseQueries):
 
     @contextmanager
     def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
-        """Lower the busy timeout: a write then fails after ``seconds`` rather than the
-        configured timeout, e.g. when this worker's own handler holds the write lock."""
+        """Lower the busy timeout: a write then fails after ``seconds`` (or the configured
+        timeout, if shorter), e.g. when this worker's own handler holds the write lock."""
         connection.ensure_connection()
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA busy_timeout")
             (configured,) = cursor.fetchone()
-            cursor.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+            cursor.execute(f"PRAGMA busy_timeout = {min(int(seconds * 1000), int(configured))}")
         try:
             yield
         finally:
@@ -215,6 +218,15 @@ class SQLiteQueries(DatabaseQueries):
             except DatabaseError:
                 # A broken connection is replaced, and a new one has the configured timeout.
                 connection.close()
+
+    @contextmanager
+    def claim_lock_wait(self, connection: BaseDatabaseWrapper) -> Iterator[None]:
+        """A claim waiting for the write lock (a handler's transaction may hold it for as long
+        as the handler runs) gives up after CLAIM_LOCK_WAIT_SECONDS and is tried again
+        (``retry_while_locked``), unless the worker is stopping: SIGTERM must not wait out
+        the whole busy timeout inside SQLite."""
+        with self.lock_wait(connection, CLAIM_LOCK_WAIT_SECONDS):
+            yield
 
 
 queries = SQLiteQueries()
