@@ -29,7 +29,7 @@ from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from . import admin_edit, admin_history
+from . import admin_edit, admin_history, django_task_jobs
 from .admin_filters import QueueFilter, SchedulingFilter, StatusFilter, TaskFilter
 from .admin_paging import JobPaginator, ShownCount, count_text
 from .conf import get_settings
@@ -94,7 +94,11 @@ class JobChangeList(ChangeList):
                 "context",
                 "last_error",
             )
-            .annotate(last_error_head=Substr("last_error", 1, ERROR_HEAD_LENGTH))
+            .annotate(
+                last_error_head=Substr("last_error", 1, ERROR_HEAD_LENGTH),
+                # One key of a Django task's payload, read by the database: its task's path.
+                django_task_path=django_task_jobs.path_expression(),
+            )
         )
         return jobs
 
@@ -117,7 +121,7 @@ class JobChangeList(ChangeList):
 class JobAdmin(JobModelAdmin):
     list_display = (
         "id",
-        "task_name",
+        "task_display",
         "queue",
         "status_display",
         "age_display",
@@ -143,7 +147,8 @@ class JobAdmin(JobModelAdmin):
     search_fields = ("=id", "task_name", "^queue", "^worker_id")
     search_help_text = format_lazy(
         _(
-            "A job id, or part of a task name, or the start of a queue or worker name. "
+            "A job id, or part of a task name (a Django task's too), or the start of a queue "
+            "or worker name. "
             "Type error: first to search error messages instead (slower), e.g. "
             "error:timed out; key: for the jobs of a lock, fair or unique key, e.g. "
             "key:tenant-7. At most {length} characters."
@@ -162,7 +167,7 @@ class JobAdmin(JobModelAdmin):
             None,
             {
                 "fields": (
-                    "task_name",
+                    "task_display",
                     "queue",
                     "status_display",
                     "age_display",
@@ -337,10 +342,11 @@ class JobAdmin(JobModelAdmin):
     ) -> tuple[QuerySet[Job], bool]:
         """Filter by a search that reads short columns only, unless it asks for errors.
 
-        An integer is a job id (the primary key). Other text matches part of the task name or
-        the start of the queue or worker id: columns of at most 255 characters, so a search
-        reads no payload, traceback or error message however large. ``error:TEXT`` matches
-        part of ``last_error`` instead. Searches longer than ``SEARCH_MAX_LENGTH`` run no query.
+        An integer is a job id (the primary key). Other text matches part of the task name (of
+        a Django task's job: part of the Django task's path, one key of its payload) or the start
+        of the queue or worker id: columns of at most 255 characters, so a search reads no other
+        payload, no traceback or error message however large. ``error:TEXT`` matches part of
+        ``last_error`` instead. Searches longer than ``SEARCH_MAX_LENGTH`` run no query.
         """
         term = search_term.strip()
         if not term:
@@ -370,8 +376,9 @@ class JobAdmin(JobModelAdmin):
         if term.isdecimal() and int(term) <= ID_MAX:
             return queryset.filter(pk=int(term)), False
         return (
-            queryset.filter(
+            queryset.alias(searched_django_task=django_task_jobs.path_expression()).filter(
                 Q(task_name__icontains=term)
+                | Q(searched_django_task__icontains=term)
                 | Q(queue__istartswith=term)
                 | Q(worker_id__istartswith=term)
             ),
@@ -432,6 +439,26 @@ class JobAdmin(JobModelAdmin):
             job.status,
             STATUS_COLOURS.get(job.status, "#616161"),  # type: ignore[call-overload]
             label,
+        )
+
+    @admin.display(description=_("task"))
+    def task_display(self, job: Job) -> str:
+        """The task's name; for a Django task's job, the Django task's path, marked so."""
+        annotated = vars(job)
+        if "django_task_path" in annotated:
+            # The list: the path was read from the payload's key, the payload was not.
+            path = annotated["django_task_path"]
+        elif "payload" in job.get_deferred_fields():
+            path = None
+        else:
+            path = django_task_jobs.path_of(job.task_name, job.payload)
+        if not path:
+            return job.task_name
+        return format_html(
+            '{} <span class="outbox-django-task" title="{}">({})</span>',
+            path,
+            job.task_name,
+            gettext("Django task"),
         )
 
     @admin.display(description=_("age"))

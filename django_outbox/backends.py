@@ -53,6 +53,9 @@ else:
 from . import signals
 from .conf import get_settings
 from .context import ClaimedJob, current_job
+from .django_task_jobs import NON_ATOMIC_TASK_NAME as NON_ATOMIC_TASK_NAME  # re-exported
+from .django_task_jobs import TASK_NAME as TASK_NAME  # re-exported
+from .django_task_jobs import declared
 from .enqueuing import enqueue
 from .exceptions import OutboxError
 from .models import Job, JobStatus
@@ -65,13 +68,9 @@ if TYPE_CHECKING:
     AnyTask = DjangoTask[..., Any]
     AnyResult = TaskResult[..., Any]
 
-#: The outbox tasks every Django task's job is a job of: atomic (the default), or not
-#: (``OPTIONS={"ATOMIC": False}``).
-TASK_NAME = "django_outbox.django_task"
-NON_ATOMIC_TASK_NAME = "django_outbox.django_task_non_atomic"
-
-#: The Django tasks declared for an outbox backend in this process, by module path.
-_declared: dict[str, AnyTask] = {}
+#: The Django tasks declared for an outbox backend in this process, by module path (kept in
+#: django_task_jobs, which the admin reads on any Django).
+_declared: dict[str, AnyTask] = declared
 
 STATUSES: dict[str, TaskResultStatus] = {
     JobStatus.READY: TaskResultStatus.READY,
