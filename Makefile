@@ -54,7 +54,7 @@ browser:
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy django_outbox tests bench/outbox_bench
+	$(VENV)/bin/mypy django_outbox tests bench/outbox_bench bench/*.py
 	PYTHONPATH=bench DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
 
 test-sqlite: install

@@ -13,30 +13,38 @@ jobs, a few running and halted ones, and three old jobs in a queue of their own 
 that finds least). Task names and queues are the ones the admin's filters offer. It then requests
 each page through Django's test client as a superuser, as a browser would, and prints the
 median and slowest of RUNS requests after one warm-up, rendering included. --explain prints
-the plan of each list query. docs/performance.md ("Admin pages") records a run.
+the plan of each list query; --rows must be at least 2,100 (MIN_ROWS). docs/performance.md
+("Admin pages") records a run.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from scratch import (
+    arguments_parser,
+    machine,
+    ms,
+    repeat,
+    scratch_postgresql,
+    scratch_sqlite,
+    server_version,
+    set_up_django,
+    superuser_client,
+)
+
 DATABASE = "outbox_admin_pages"
-SERVER = "postgres://postgres@127.0.0.1:5432"
 RUNS = 7
 RARE_QUEUE = "rare"
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+# The newest 2,013 jobs are the backlog and the running and halted ones; the pages need failed
+# jobs older than them (every 50th), so a few more.
+MIN_ROWS = 2_100
 
 # %(tasks)s and %(queues)s: SQL arrays of the names the filters offer. g counts from the
 # oldest job; the newest are the backlog and the running and halted jobs.
@@ -146,23 +154,6 @@ SELECT ?, ?, '{}', 'succeeded', 0, 1, 1, 'host-0:1000', at, at, at, at, '', '', 
 """
 
 
-def server_command(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(sql)
-
-
-def database_exists() -> bool:
-    import psycopg
-
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        found = connection.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]
-        ).fetchone()
-    return found is not None
-
-
 class QueryTimer:
     """Adds up the time of the queries run on a connection (connection.execute_wrapper)."""
 
@@ -184,15 +175,15 @@ def timed(
     and the count shown."""
     from django.db import connection
 
-    response = client.get(url, params)
-    seconds, in_queries = [], []
-    for _ in range(RUNS):
+    def request() -> tuple[Any, float]:
         timer = QueryTimer()
         with connection.execute_wrapper(timer):
-            started = time.perf_counter()
             response = client.get(url, params)
-            seconds.append(time.perf_counter() - started)
-        in_queries.append(timer.seconds)
+        return response, timer.seconds
+
+    seconds, results = repeat(request, RUNS)
+    response = results[-1][0]
+    in_queries = [in_query for _, in_query in results]
     shown = ""
     if response.status_code == 200 and response.context and "cl" in response.context:
         from django_outbox.admin_paging import count_text
@@ -202,40 +193,24 @@ def timed(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--keep", action="store_true", help="Leave the database for a look.")
+    parser = arguments_parser(__doc__.splitlines()[0])
     parser.add_argument("--reuse", action="store_true", help="Use the database a --keep left.")
     parser.add_argument("--explain", action="store_true", help="Print each list query's plan.")
     parser.add_argument("--sqlite", type=Path, help="Measure SQLite, in this file, instead.")
     arguments = parser.parse_args()
+    if arguments.rows < MIN_ROWS:
+        parser.error(
+            f"--rows must be at least {MIN_ROWS:,}: the newest 2,013 jobs are the backlog, and "
+            "the pages need failed jobs older than those."
+        )
 
-    sqlite: Path | None = arguments.sqlite.resolve() if arguments.sqlite else None
-    if sqlite is not None:
-        os.environ["DATABASE_URL"] = f"sqlite:///{sqlite}"
-        reuse = arguments.reuse and sqlite.exists()
-        if not reuse:
-            sqlite.parent.mkdir(parents=True, exist_ok=True)
-            for leftover in sqlite.parent.glob(f"{sqlite.name}*"):
-                leftover.unlink()
-    else:
-        os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
-        reuse = arguments.reuse and database_exists()
-        if not reuse:
-            server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
-            server_command(f"CREATE DATABASE {DATABASE}")
-    try:
-        run_pages(arguments.rows, load_rows=not reuse, explain=arguments.explain)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if not arguments.keep:
-            if sqlite is not None:
-                for leftover in sqlite.parent.glob(f"{sqlite.name}*"):
-                    leftover.unlink()
-            else:
-                server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
+    scratch: AbstractContextManager[bool] = (
+        scratch_sqlite(arguments.sqlite, keep=arguments.keep, reuse=arguments.reuse)
+        if arguments.sqlite
+        else scratch_postgresql(DATABASE, keep=arguments.keep, reuse=arguments.reuse)
+    )
+    with scratch as created:
+        run_pages(arguments.rows, load_rows=created, explain=arguments.explain)
 
 
 def load(rows: int) -> None:
@@ -261,20 +236,14 @@ def load(rows: int) -> None:
 
 
 def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
+    set_up_django()
     import django
-
-    django.setup()
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext, setup_test_environment
+    from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
     from django_outbox.models import Job
 
-    setup_test_environment()
-    call_command("migrate", verbosity=0)
     if load_rows:
         load(rows)
     with connection.cursor() as cursor:
@@ -283,24 +252,15 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
                 "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
             )
             size = f"{cursor.fetchone()[0] / 2**20:.0f} MB (the whole file)"
-            cursor.execute("SELECT 'SQLite ' || sqlite_version()")
-            version = cursor.fetchone()[0]
         else:
             cursor.execute("SELECT pg_size_pretty(pg_total_relation_size('django_outbox_job'))")
             size = cursor.fetchone()[0]
-            cursor.execute("SELECT version()")
-            version = cursor.fetchone()[0].split(" on ")[0]
         cursor.execute("SELECT status, count(*) FROM django_outbox_job GROUP BY 1 ORDER BY 2 DESC")
         statuses = ", ".join(f"{status} {count:,}" for status, count in cursor.fetchall())
     print(f"Jobs: {statuses}. Table with indexes and TOAST: {size}.")
-    print(f"{version}; Django {django.get_version()}; Python {platform.python_version()}, ", end="")
-    print(f"{os.cpu_count()} cores, {platform.machine()}")
+    print(f"{server_version(connection)}; Django {django.get_version()}; {machine()}")
 
-    client = Client()
-    user = User.objects.filter(username="bench").first() or User.objects.create_superuser(
-        "bench", password="bench"
-    )
-    client.force_login(user)
+    client = superuser_client()
     changelist = reverse("admin:django_outbox_job_changelist")
     failed = Job.objects.filter(status="failed").order_by("-id").values_list("pk", flat=True)[0]
     oldest = Job.objects.order_by("id").values_list("pk", flat=True)[0]
@@ -409,10 +369,6 @@ def print_plan(connection: Any, sql: str) -> None:
     print(f"    {sql[:160]}")
     for line in plan:
         print(f"      {line}")
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f}"
 
 
 if __name__ == "__main__":

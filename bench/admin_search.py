@@ -12,24 +12,25 @@ the database at the end unless --keep. docs/performance.md ("Admin search") reco
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-DATABASE = "outbox_admin_bench"
-SERVER = "postgres://postgres@127.0.0.1:5432"
-RUNS = 5
+from scratch import (
+    arguments_parser,
+    machine,
+    ms,
+    repeat,
+    scratch_postgresql,
+    server_version,
+    set_up_django,
+    superuser_client,
+)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+DATABASE = "outbox_admin_bench"
+RUNS = 5
 
 # Finished jobs over the last 30 days: 2% failed with an error message, the rest succeeded.
 LOAD_JOBS = """
@@ -77,58 +78,28 @@ RETURNING id
 """
 
 
-def server_command(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(sql)
-
-
 def timed(client: Any, params: dict[str, str]) -> tuple[list[float], int, int]:
     """Return the seconds of RUNS requests (after one warm-up), their status and rows listed."""
     from django.urls import reverse
 
     url = reverse("admin:django_outbox_job_changelist")
-    response = client.get(url, params)
-    seconds = []
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        response = client.get(url, params)
-        seconds.append(time.perf_counter() - started)
+    seconds, responses = repeat(lambda: client.get(url, params), RUNS)
+    response = responses[-1]
     listed = response.context["cl"].result_count if response.status_code == 200 else -1
     return seconds, response.status_code, listed
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--keep", action="store_true", help="Leave the database for a look.")
-    arguments = parser.parse_args()
-
-    server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
-    server_command(f"CREATE DATABASE {DATABASE}")
-    try:
+    arguments = arguments_parser(__doc__.splitlines()[0]).parse_args()
+    with scratch_postgresql(DATABASE, keep=arguments.keep):
         run(arguments.rows)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if not arguments.keep:
-            server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
 
 
 def run(rows: int) -> None:
+    set_up_django()
     import django
-
-    django.setup()
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
-    from django.test.utils import setup_test_environment
 
-    setup_test_environment()
-    call_command("migrate", verbosity=0)
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute(LOAD_JOBS, [rows])
@@ -137,15 +108,13 @@ def run(rows: int) -> None:
         cursor.execute("VACUUM ANALYZE django_outbox_job")
         cursor.execute("SELECT pg_size_pretty(pg_total_relation_size('django_outbox_job'))")
         size = cursor.fetchone()[0]
-        cursor.execute("SELECT version()")
-        version = cursor.fetchone()[0].split(" on ")[0]
     loaded = time.perf_counter() - started
+    version = server_version(connection)
     print(f"Loaded {rows:,} jobs and one with a 20 MB payload in {loaded:.0f} s.")
     print(f"Table with indexes and TOAST: {size}. {version}; Django {django.get_version()}.")
-    print(f"Python {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}")
+    print(machine())
 
-    client = Client()
-    client.force_login(User.objects.create_superuser("bench", password="bench"))
+    client = superuser_client()
     # (name, search now, the same search before issue 13 or None to leave it out).
     cases = [
         ("list, no search", {}, {}),
@@ -190,10 +159,6 @@ def run(rows: int) -> None:
             seconds, status, listed = before[name]
             line += f"   {ms(statistics.median(seconds)):>17} {listed:>9,}"
         print(line)
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f}"
 
 
 @contextmanager

@@ -16,22 +16,21 @@ docs/performance.md ("Dashboard") records a run.
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
 import statistics
-import sys
-import time
-from pathlib import Path
-from typing import Any
+
+from scratch import (
+    arguments_parser,
+    machine,
+    ms,
+    repeat,
+    scratch_postgresql,
+    server_version,
+    set_up_django,
+    superuser_client,
+)
 
 DATABASE = "outbox_dashboard_bench"
-SERVER = "postgres://postgres@127.0.0.1:5432"
 RUNS = 15
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ["DATABASE_URL"] = f"{SERVER}/{DATABASE}"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 
 # Finished jobs, the newest now, one every %s seconds back: 2% failed, 1% cancelled.
 LOAD_FINISHED = """
@@ -85,65 +84,23 @@ FROM generate_series(1, 20) AS g
 """
 
 
-def server_command(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(sql)
-
-
-def timed(call: Any) -> list[float]:
-    """Return the seconds of RUNS calls, after one warm-up."""
-    call()
-    seconds = []
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        call()
-        seconds.append(time.perf_counter() - started)
-    return seconds
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--keep", action="store_true", help="Leave the database for a look.")
-    arguments = parser.parse_args()
-
-    server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
-    server_command(f"CREATE DATABASE {DATABASE}")
-    try:
+    arguments = arguments_parser(__doc__.splitlines()[0]).parse_args()
+    with scratch_postgresql(DATABASE, keep=arguments.keep):
         run(arguments.rows)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if not arguments.keep:
-            server_command(f"DROP DATABASE IF EXISTS {DATABASE}")
 
 
 def run(rows: int) -> None:
+    set_up_django()
     import django
-
-    django.setup()
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
-    from django.test.utils import setup_test_environment
     from django.urls import reverse
 
     from django_outbox.dashboard import dashboard
 
-    setup_test_environment()
-    call_command("migrate", verbosity=0)
-    client = Client()
-    client.force_login(User.objects.create_superuser("bench", password="bench"))
+    client = superuser_client()
     url = reverse("admin:django_outbox_dashboard_changelist")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT version()")
-        version = cursor.fetchone()[0].split(" on ")[0]
-    print(f"{version}; Django {django.get_version()}; Python {platform.python_version()}, ")
-    print(f"{os.cpu_count()} cores, {platform.machine()}")
+    print(f"{server_version(connection)}; Django {django.get_version()}; {machine()}")
     print()
     print(
         f"{'case':<46} {'in last day':>11} {'page ms: median':>15} {'min':>5} {'max':>5} "
@@ -174,16 +131,12 @@ def run(rows: int) -> None:
             response = client.get(url)
             assert response.status_code == 200, response.status_code
 
-        pages = timed(page)
-        figures = timed(dashboard)
+        pages, _ = repeat(page, RUNS)
+        figures, _ = repeat(dashboard, RUNS)
         print(
             f"{name:<46} {in_day:>11,} {ms(statistics.median(pages)):>15} {ms(min(pages)):>5} "
             f"{ms(max(pages)):>5} {ms(statistics.median(figures)):>18} {ms(min(figures)):>5}"
         )
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f}"
 
 
 if __name__ == "__main__":
