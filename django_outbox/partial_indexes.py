@@ -51,8 +51,14 @@ class InPartialIndex(RawSQL):
     def as_sql(self, compiler: Any, connection: Any) -> Any:
         if not self.parents:
             return self.sql, []
-        # As the migration wrote it: SQLite's index says "has_dependents" = 1.
-        parents = "has_dependents = 1" if connection.vendor == "sqlite" else "has_dependents"
+        # As the migration wrote it, which depends on the Django version that ran it: Django 6
+        # writes "has_dependents" = 1, Django 5.2 plain "has_dependents". SQLite matches the
+        # terms as written, so its WHERE holds both (a database migrated under either).
+        parents = (
+            "has_dependents AND has_dependents = 1"
+            if connection.vendor == "sqlite"
+            else "has_dependents"
+        )
         return f"{parents} AND {self.sql}", []
 
 

@@ -136,7 +136,7 @@ def _as_datetime(value: Any) -> datetime.datetime:
         moment = datetime.datetime.fromisoformat(str(value))
     if settings.USE_TZ:
         # PostgreSQL returns an aware datetime; SQLite a naive one in UTC.
-        return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+        return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
     return timezone.make_naive(moment) if moment.tzinfo else moment
 
 
