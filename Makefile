@@ -66,8 +66,10 @@ test-postgresql: install postgres
 
 # Django 5.2 LTS on the oldest supported Python, both databases. The fault-injection tests
 # (-m chaos) test the queue, not Django: they run on the Django 6 legs. So do the browser tests
-# (-m browser, a minute a leg): the admin's views and templates are tested on 5.2 without them.
-LTS_PYTEST_ARGS ?= -m "not chaos and not browser"
+# (-m browser, a minute a leg: the admin's views and templates are tested on 5.2 without them),
+# the bench's (-m bench: the benchmark app, a minute) and the quickstart's (-m docs: it follows
+# the page with the suite's Django).
+LTS_PYTEST_ARGS ?= -m "not chaos and not browser and not bench and not docs"
 test-lts-sqlite: install-lts
 	DATABASE_URL=$(SQLITE_URL) $(VENV_LTS)/bin/pytest $(LTS_PYTEST_ARGS) $(PYTEST_ARGS)
 

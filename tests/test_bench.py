@@ -15,7 +15,7 @@ from django.db import connection
 
 from django_outbox.models import Job
 
-pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.process, pytest.mark.bench, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from django_outbox.enqueuing import build_job
 from django_outbox.models import Job, JobStatus
 from tests.testapp import tasks
 
+from .bulk_rows import insert_jobs
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -75,10 +77,7 @@ def test_concurrent_claimers_never_get_the_same_job():
 
 @pytest.mark.postgresql
 def test_the_postgresql_claim_uses_the_partial_index():
-    finished = [build_job(tasks.noop, {}) for _ in range(20_000)]
-    for job in finished:
-        job.status = JobStatus.SUCCEEDED
-    Job.objects.bulk_create(finished, batch_size=5000)
+    insert_jobs(20_000, task_name=tasks.noop.name, status=JobStatus.SUCCEEDED)
     Job.objects.bulk_create([build_job(tasks.write_note, {"text": "x"}) for _ in range(50)])
     # Fair jobs, in a queue of their own.
     tasks.noop.enqueue_many([{}] * 5000, queue="bulk", fair_key="big")

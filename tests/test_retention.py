@@ -17,6 +17,7 @@ from django_outbox.models import Job, JobStatus
 from django_outbox.transitions import prune_finished
 from tests.testapp import tasks
 
+from .bulk_rows import insert_jobs
 from .processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -134,12 +135,9 @@ def test_a_worker_prunes_old_finished_jobs_in_the_background(settings, worker_th
 
 
 def bulk_finished(count: int, status: str, finished_ago: datetime.timedelta) -> None:
-    jobs = [build_job(tasks.noop, {}) for _ in range(count)]
-    finished_at = timezone.now() - finished_ago
-    for job in jobs:
-        job.status = status
-        job.finished_at = finished_at
-    Job.objects.bulk_create(jobs, batch_size=5000)
+    insert_jobs(
+        count, task_name=tasks.noop.name, status=status, finished_at=timezone.now() - finished_ago
+    )
 
 
 @pytest.mark.postgresql
