@@ -249,6 +249,16 @@ def _retry_errors(retry: object, where: str) -> list[CheckMessage]:
     return errors
 
 
+def _unknown_keys_errors(
+    setting: str, value: dict[Any, Any], keys: frozenset[str], hint: str, check_id: str
+) -> list[CheckMessage]:
+    """The error for keys of ``OUTBOX[setting]`` outside ``keys``, if there are any."""
+    unknown = _sorted_names(set(value) - keys)
+    if not unknown:
+        return []
+    return [Error(f"OUTBOX['{setting}'] has unknown keys {unknown}.", hint=hint, id=check_id)]
+
+
 def _retention_errors(retention: object) -> list[CheckMessage]:
     hint = (
         f"Use keys among {sorted(RETENTION_KEYS)}, each {RETENTION_RANGE} or None to keep "
@@ -256,16 +266,9 @@ def _retention_errors(retention: object) -> list[CheckMessage]:
     )
     if not isinstance(retention, dict):
         return [Error("OUTBOX['RETENTION'] must be a dict.", hint=hint, id="django_outbox.E010")]
-    errors: list[CheckMessage] = []
-    unknown = _sorted_names(set(retention) - RETENTION_KEYS)
-    if unknown:
-        errors.append(
-            Error(
-                f"OUTBOX['RETENTION'] has unknown keys {unknown}.",
-                hint=hint,
-                id="django_outbox.E010",
-            )
-        )
+    errors = _unknown_keys_errors(
+        "RETENTION", retention, RETENTION_KEYS, hint, "django_outbox.E010"
+    )
     for key in sorted(set(retention) & RETENTION_KEYS):
         value = retention[key]
         if value is not None and (problem := RETENTION_RANGE.problem(value)):
@@ -360,14 +363,7 @@ def _health_errors(health: object) -> list[CheckMessage]:
     hint = f"Use keys among {sorted(HEALTH_KEYS)}, each a number of seconds."
     if not isinstance(health, dict):
         return [Error("OUTBOX['HEALTH'] must be a dict.", hint=hint, id="django_outbox.E020")]
-    errors: list[CheckMessage] = []
-    unknown = _sorted_names(set(health) - HEALTH_KEYS)
-    if unknown:
-        errors.append(
-            Error(
-                f"OUTBOX['HEALTH'] has unknown keys {unknown}.", hint=hint, id="django_outbox.E020"
-            )
-        )
+    errors = _unknown_keys_errors("HEALTH", health, HEALTH_KEYS, hint, "django_outbox.E020")
     for key in sorted(set(health) & HEALTH_KEYS):
         bounds = HEALTH_RANGES[key]
         if problem := bounds.problem(health[key]):
