@@ -127,3 +127,9 @@ try:
     }
 except ImportError:
     pass
+
+# Django's backends with a cheaper flush between tests (tests/backends): the same SQL otherwise.
+DATABASES["default"]["ENGINE"] = {
+    "django.db.backends.sqlite3": "tests.backends.sqlite3",
+    "django.db.backends.postgresql": "tests.backends.postgresql",
+}.get(DATABASES["default"]["ENGINE"], DATABASES["default"]["ENGINE"])

@@ -56,7 +56,7 @@ def test_enqueue_and_drain_figures_are_measured_and_the_bench_jobs_deleted(bench
 def test_the_fair_figures_compare_with_unkeyed_jobs(bench):
     results = bench(
         "--runs", "1", "--jobs", "200", "--processes", "1", "--concurrency", "2",
-        "--fair-keys", "10", "--fair-backlog", "300", "--only", "fair",
+        "--fair-keys", "10", "--fair-backlog", "300", "--enqueue-jobs", "30", "--only", "fair",
     )  # fmt: skip
     figures = results["figures"]
     assert figures["fair_drain_vs_unkeyed"]["median"] == pytest.approx(
