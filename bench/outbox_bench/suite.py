@@ -61,6 +61,7 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
         "atomic_drain_per_s": (">=", 2_500),
         "atomic_drain_vs_insert_floor": (">=", 0.60),
         "fair_drain_vs_unkeyed": (">=", 0.75),
+        "fair_interleaved_drain_vs_unkeyed": (">=", 0.75),
         "latency_p50_ms": ("<=", 1.5),
         "latency_p99_ms": ("<=", 3.0),
         "large_table_drain_vs_empty": (">=", 0.80),
@@ -69,6 +70,7 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
     "sqlite": {
         "drain_per_s": (">=", 1_500),
         "fair_drain_vs_unkeyed": (">=", 0.75),
+        "fair_interleaved_drain_vs_unkeyed": (">=", 0.75),
         "worker_peak_rss_mb": ("<", 80),
     },
 }
@@ -165,24 +167,32 @@ def _fair(
     log: Callable[[str], None],
     run: int,
 ) -> None:
-    """Fair keys: a drain spread over many keys against an unkeyed one, in turn; and how
-    long a new key waits behind one key's backlog, with and without fair_key."""
-    # Two of each, in turn (unkeyed, fair, fair, unkeyed): a drift of the machine's speed
-    # weighs on both alike.
-    unkeyed_rates: list[float] = []
-    fair_rates: list[float] = []
-    for fair_first in (False, True):
-        for fair_keys in (config.fair_keys, 0) if fair_first else (0, config.fair_keys):
-            rate = measure.drain(config.jobs, bench_tasks.noop, fair_keys=fair_keys)
-            (fair_rates if fair_keys else unkeyed_rates).append(rate)
-    unkeyed, fair = sum(unkeyed_rates) / 2, sum(fair_rates) / 2
+    """Fair keys: drains spread over many keys against an unkeyed one, in turn (the keys'
+    jobs enqueued one key after another, and interleaved); and how long a new key waits
+    behind one key's backlog, with and without fair_key."""
+    # Each layout twice, in mirrored order (unkeyed, bulk, interleaved, interleaved, bulk,
+    # unkeyed): a drift of the machine's speed weighs on all alike.
+    layouts = ("unkeyed", "fair", "fair_interleaved")
+    rates: dict[str, list[float]] = {layout: [] for layout in layouts}
+    for layout in (*layouts, *reversed(layouts)):
+        rates[layout].append(
+            measure.drain(
+                config.jobs,
+                bench_tasks.noop,
+                fair_keys=0 if layout == "unkeyed" else config.fair_keys,
+                interleaved=layout == "fair_interleaved",
+            )
+        )
+    unkeyed = sum(rates["unkeyed"]) / 2
     figure("unkeyed_drain_per_s", "jobs/s").runs.append(unkeyed)
-    figure("fair_drain_per_s", "jobs/s").runs.append(fair)
-    figure("fair_drain_vs_unkeyed", "x").runs.append(fair / unkeyed)
-    log(
-        f"run {run}: drain over {config.fair_keys:,} fair keys {fair:,.0f}/s, "
-        f"unkeyed {unkeyed:,.0f}/s ({fair / unkeyed:.2f}x)"
-    )
+    for layout, how in (("fair", "one key after another"), ("fair_interleaved", "interleaved")):
+        fair = sum(rates[layout]) / 2
+        figure(f"{layout}_drain_per_s", "jobs/s").runs.append(fair)
+        figure(f"{layout}_drain_vs_unkeyed", "x").runs.append(fair / unkeyed)
+        log(
+            f"run {run}: drain over {config.fair_keys:,} fair keys, enqueued {how}: "
+            f"{fair:,.0f}/s, unkeyed {unkeyed:,.0f}/s ({fair / unkeyed:.2f}x)"
+        )
     unkeyed_rate, fair_rate = measure.fair_enqueue_cost(config.enqueue_jobs, 100)
     figure("fair_enqueue_per_s", "jobs/s").runs.append(fair_rate)
     figure("fair_enqueue_cost_vs_unkeyed", "x").runs.append(unkeyed_rate / fair_rate)
