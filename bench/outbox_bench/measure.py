@@ -262,17 +262,9 @@ def enqueue_in_one_transaction(
     each key's jobs after the previous key's (the order an unfair queue would serve, a bulk
     load per key), or with ``interleaved`` one job of each key in turn (many keys' traffic
     arriving together)."""
-    connection = connections[using()]
     with transaction.atomic(using=using()):
         if fair_keys and interleaved:
             for number in range(count):
-                if number % 1000 == 0 and connection.vendor == "postgresql":
-                    # Each enqueue looks up its key's round along the fair partial indexes;
-                    # with the statistics of the table emptied by the last drain, PostgreSQL
-                    # scans the table instead, and this loop turns quadratic. ANALYZE in the
-                    # transaction counts its own new rows (docs/performance.md, fair keys).
-                    with connection.cursor() as cursor:
-                        cursor.execute(f"ANALYZE {Job._meta.db_table}")
                 enqueue_many(task, [{"n": number}], fair_key=f"tenant-{number % fair_keys}")
             return
         if fair_keys:

@@ -61,6 +61,12 @@ class DatabaseQueries:
         """Run one statement on ``connection``; return (rows changed, rows returned)."""
         return self._checked(connection, sql, params, self._execute)
 
+    def execute_replanned(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        """``execute``, planned at every run for the table as it is, never a kept plan: for
+        statements on the project's connections whose plan made on a near-empty table would
+        scan the whole table later (where the database keeps plans)."""
+        return self.execute(connection, sql, params)
+
     def _checked(
         self,
         connection: BaseDatabaseWrapper,

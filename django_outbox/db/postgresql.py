@@ -201,6 +201,9 @@ class PostgreSQLQueries(DatabaseQueries):
         """Run one statement planned for this run alone, whatever the project allows."""
         return self._run(connection, sql, params, prepare=False)
 
+    def execute_replanned(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        return self._checked(connection, sql, params, self._execute_unprepared)
+
     def _run(
         self, connection: BaseDatabaseWrapper, sql: str, params: Any, *, prepare: bool
     ) -> Result:
@@ -325,14 +328,16 @@ class PostgreSQLQueries(DatabaseQueries):
             job.has_dependencies,
             job.fair_key,
         )
-        sql = INSERT_JOB_SQL
         if job.fair_key is not None and job.fair_round is None:
-            # The round is the database's to compute (enqueuers of the key serialized).
-            sql = INSERT_FAIR_JOB_SQL
+            # The round is the database's to compute (enqueuers of the key serialized). Planned
+            # at every run: prepared, a plan made while the table was nearly empty would scan
+            # it for each round, and a transaction enqueueing thousands of fair jobs one by one
+            # would take minutes (docs/performance.md, "Two layouts of a fair backlog").
             params += rounds_params(job.queue, job.fair_key)
+            _, rows = self.execute_replanned(connection, INSERT_FAIR_JOB_SQL, params)
         else:
             params += (job.fair_round,)
-        _, rows = self.execute(connection, sql, params)
+            _, rows = self.execute(connection, INSERT_JOB_SQL, params)
         job.id, job.run_at, job.enqueued_at, job.fair_round = rows[0]
         job._state.adding = False
         job._state.db = connection.alias
