@@ -293,8 +293,8 @@ class PostgreSQLQueries(DatabaseQueries):
         # On the handler's connection, whose settings are the project's: not prepared, so
         # planned for the table as it is. A generic plan made while the table held a page or
         # two is a sequential scan, and stays one (see _set_up_for_bookkeeping).
-        rowcount, _ = self._checked(
-            connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token], self._execute_unprepared
+        rowcount, _ = self.execute_replanned(
+            connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token]
         )
         return rowcount == 1
 
@@ -304,11 +304,10 @@ class PostgreSQLQueries(DatabaseQueries):
         self._set_up_for_bookkeeping(connection)
         # Not prepared: planned with the ids at hand, as a primary-key lookup. A generic plan
         # may pick the index of running jobs and read all of it, dead entries included.
-        _, rows = self._checked(
+        _, rows = self.execute_replanned(
             connection,
             MARK_MANY_SUCCEEDED_SQL,
             [[job.id for job in jobs], [job.lease_token for job in jobs]],
-            self._execute_unprepared,
         )
         return {row[0] for row in rows}
 
