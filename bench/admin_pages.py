@@ -186,7 +186,7 @@ def timed(
     in_queries = [in_query for _, in_query in results]
     shown = ""
     if response.status_code == 200 and response.context and "cl" in response.context:
-        from django_outbox.admin_paging import count_text
+        from django_outbox.admin.paging import count_text
 
         shown = count_text(response.context["cl"].paginator)
     return seconds, in_queries, response.status_code, shown
@@ -216,7 +216,7 @@ def main() -> None:
 def load(rows: int) -> None:
     from django.db import connection
 
-    from django_outbox.admin_filters import queue_choices, task_choices
+    from django_outbox.admin.filters import queue_choices, task_choices
 
     tasks = task_choices()
     queues = queue_choices()
@@ -321,7 +321,7 @@ def admin_before_issue_9() -> Iterator[None]:
     from django.contrib import admin
     from django.core.paginator import Paginator
 
-    from django_outbox.admin import JobAdmin, JobChangeList
+    from django_outbox.admin.job_admin import JobAdmin, JobChangeList
 
     saved_admin = {
         name: JobAdmin.__dict__[name]

@@ -170,7 +170,7 @@ def search_before_issue_13() -> Iterator[None]:
     """
     from django.contrib import admin
 
-    from django_outbox.admin import JobAdmin
+    from django_outbox.admin.job_admin import JobAdmin
 
     saved = {
         name: JobAdmin.__dict__[name]

@@ -11,8 +11,8 @@ import time
 import timeit
 import uuid
 
-from django_outbox.context import ClaimedJob
-from django_outbox.logs import log_job
+from django_outbox.claimed import ClaimedJob
+from django_outbox.worker.job_logs import log_job
 
 LINES = 100_000
 
@@ -29,7 +29,7 @@ def main() -> None:
     handler = Formatted()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     package.addHandler(handler)
-    logger = logging.getLogger("django_outbox.runner")
+    logger = logging.getLogger("django_outbox.worker.runner")
     job = ClaimedJob(
         id=1,
         task_name="shop.tasks.send_receipt",

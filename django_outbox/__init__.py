@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .context import ClaimedJob, current_job
-from .control import Cancellation, cancel, resume, retry_with_payload
-from .enqueued import EnqueuedJobs
-from .enqueuing import aenqueue, aenqueue_many, enqueue, enqueue_many
+from .claimed import ClaimedJob, current_job
 from .exceptions import (
     DuplicateJob,
     EnqueueError,
@@ -31,9 +28,13 @@ from .exceptions import (
     TimedOut,
     UnknownTaskError,
 )
-from .health import healthy
+from .jobs.batch import EnqueuedJobs
+from .jobs.control import Cancellation, cancel, resume
 from .retry import GIVE_UP, RetryPolicy
-from .tasks import Task, task
+from .tasks.base import Task
+from .tasks.enqueue import aenqueue, aenqueue_many, enqueue, enqueue_many, retry_with_payload
+from .tasks.registry import task
+from .worker.health import healthy
 
 if TYPE_CHECKING:
     from .models import Job, JobStatus

@@ -51,15 +51,15 @@ else:
         ) from error
 
 from . import signals
+from .claimed import ClaimedJob, current_job
 from .conf import get_settings
-from .context import ClaimedJob, current_job
 from .django_task_jobs import NON_ATOMIC_TASK_NAME as NON_ATOMIC_TASK_NAME  # re-exported
 from .django_task_jobs import TASK_NAME as TASK_NAME  # re-exported
 from .django_task_jobs import declared
-from .enqueuing import enqueue
 from .exceptions import OutboxError
 from .models import Job, JobStatus
-from .tasks import task
+from .tasks.enqueue import enqueue
+from .tasks.registry import task
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

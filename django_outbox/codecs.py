@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Protocol, runtime_checkable
 
-from django.utils.module_loading import import_string
+from .validation.loaders import load_codec
 
 
 @runtime_checkable
@@ -23,33 +23,8 @@ class Codec(Protocol):
     def decode(self, data: Any) -> Any: ...
 
 
-def codec_error(codec: object) -> str | None:
-    """Return why ``codec`` cannot serve as a codec, or None."""
-    if not (callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))):
-        return f"a codec needs encode(value) and decode(data) methods; {codec!r} lacks them."
-    return None
-
-
 @functools.cache
 def codec_at(path: str) -> Codec:
     """Return the codec at dotted ``path`` (a class is instantiated without arguments)."""
-    found = import_string(path)
-    codec = found() if isinstance(found, type) else found
-    if problem := codec_error(codec):
-        raise TypeError(problem)
-    return codec  # type: ignore[no-any-return]
-
-
-def setting_error(path: object) -> str | None:
-    """Return why ``OUTBOX["CODEC"]`` cannot be used, or None (for the system checks)."""
-    if path is None:
-        return None
-    if not isinstance(path, str):
-        return f"must be a dotted path (a string) or None, not {type(path).__name__}."
-    try:
-        codec_at(path)
-    except ImportError as error:
-        return f"{path} cannot be imported ({error})."
-    except TypeError as error:
-        return f"{path}: {error}"
-    return None
+    codec: Codec = load_codec(path)
+    return codec

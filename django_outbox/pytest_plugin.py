@@ -15,6 +15,6 @@ import pytest
 def outbox(request: pytest.FixtureRequest) -> types.ModuleType:
     """django_outbox.testing, with database access for the test (pytest-django's ``db``)."""
     request.getfixturevalue("db")
-    from django_outbox import testing
+    from . import testing
 
     return testing

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from .validation.bounds import RETRY_DELAY_MAX, RETRY_FACTOR_MAX
+
 if TYPE_CHECKING:
-    from .context import ClaimedJob
+    from .claimed import ClaimedJob
 
 
 class _GiveUp:
@@ -45,8 +47,6 @@ class RetryPolicy:
     jitter: float = 0.1
 
     def __post_init__(self) -> None:
-        from .checks import RETRY_DELAY_MAX, RETRY_FACTOR_MAX
-
         for name in ("base_delay", "max_delay"):
             value = getattr(self, name)
             if not (math.isfinite(value) and 0 <= value <= RETRY_DELAY_MAX):
@@ -101,20 +101,4 @@ def decision_delay(decision: RetryDecision, where: str) -> float | Literal["give
         raise ValueError(f"{where} returned {seconds} s; a delay is a finite number >= 0.")
     # A later run_at than a database stores (or than anyone waits for) is the longest retry
     # delay the settings allow.
-    from .checks import RETRY_DELAY_MAX
-
     return min(seconds, RETRY_DELAY_MAX)
-
-
-def snooze_error(seconds: object) -> str | None:
-    """Return why ``Snooze(seconds)`` cannot be honoured, or None if it can."""
-    from .enqueuing import MAX_DELAY
-
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
-        return f"seconds must be a number or a timedelta, not {type(seconds).__name__}."
-    # An int may be too large for a float: compare it as it is.
-    if (isinstance(seconds, float) and not math.isfinite(seconds)) or seconds < 0:
-        return "seconds must be a finite number >= 0."
-    if seconds > MAX_DELAY.total_seconds():
-        return f"a job may be snoozed for at most {MAX_DELAY.days} days."
-    return None

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .exceptions import PayloadDecodeError, PayloadError
+from .validation.text import brief, text_error
 
 JSONValue = Any
 
@@ -89,15 +90,6 @@ class _Refused(Exception):
         return root + "".join(where)
 
 
-def brief(value: Any) -> str:
-    """Return a repr of ``value`` short enough for an error message."""
-    try:
-        text = repr(value)
-    except Exception:  # A user's __repr__ may raise anything; an int too long to print, too.
-        return f"a {type(value).__qualname__}"
-    return text if len(text) <= 80 else f"{text[:60]}...{text[-15:]}"
-
-
 def _looks_like_tag(value: dict[str, Any]) -> bool:
     return len(value) == 1 and next(iter(value)) in (*_DECODERS, _ESCAPE)
 
@@ -109,28 +101,6 @@ def _is_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def text_error(text: str) -> str | None:
-    """Return why ``text`` cannot be stored in every supported database, or None if it can."""
-    if text.isascii() and "\x00" not in text:
-        return None
-    index = text.find("\x00")
-    if index >= 0:
-        return (
-            f"contains a NUL character ('\\x00' at index {index}); PostgreSQL cannot store it. "
-            "Remove it, or encode binary data (e.g. base64) before enqueueing"
-        )
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            return (
-                f"contains a lone surrogate ({text[error.start]!r} at index {error.start}); "
-                "it is not Unicode text and cannot be stored as UTF-8 (it usually comes from "
-                "bytes decoded with errors='surrogateescape')"
-            )
-    return None
 
 
 def encode(value: Any, path: str = "payload") -> JSONValue:

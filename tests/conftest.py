@@ -15,7 +15,7 @@ import pytest
 from django.db import connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_outbox.worker import Worker, WorkerStats
+from django_outbox.worker.loop import Worker, WorkerStats
 
 REPO = Path(__file__).resolve().parent.parent
 

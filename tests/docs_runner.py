@@ -35,9 +35,9 @@ from django.conf import settings
 from django.contrib import admin
 from django.test import override_settings
 
-from django_outbox import registry
 from django_outbox.apps import uses_task_backend
-from django_outbox.checks import outbox_setting_errors
+from django_outbox.tasks import registry
+from django_outbox.validation.setting import setting_errors as outbox_setting_errors
 from tests.markdown_blocks import Block
 
 EXPECTATION = re.compile(r"#\s*=>\s*(?P<expected>.+)$")

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import django_outbox
-from django_outbox.admin import SEARCH_MAX_LENGTH, JobAdmin
+from django_outbox.admin.job_admin import SEARCH_MAX_LENGTH, JobAdmin
 from django_outbox.django_task_jobs import NON_ATOMIC_TASK_NAME, TASK_NAME
 from django_outbox.models import Job, JobStatus
 from tests.conftest import run_worker

@@ -8,13 +8,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from django_outbox.admin import JobAdmin
-from django_outbox.admin_filters import task_choices
+from django_outbox.admin.filters import task_choices
+from django_outbox.admin.job_admin import JobAdmin
 from django_outbox.apps import uses_task_backend
+from django_outbox.db.time_limits import query_time_limit
 from django_outbox.django_task_jobs import NON_ATOMIC_TASK_NAME, TASK_NAME
 from django_outbox.models import Job
-from django_outbox.registry import registered_names
-from django_outbox.time_limits import query_time_limit
+from django_outbox.tasks.registry import registered_names
 from tests.test_admin import (
     CHANGELIST,
     listed,
@@ -179,7 +179,7 @@ class TestSearch:
             limits.append(seconds)
             return query_time_limit(using, seconds)
 
-        monkeypatch.setattr("django_outbox.admin.query_time_limit", recorded)
+        monkeypatch.setattr("django_outbox.admin.job_admin.query_time_limit", recorded)
         django_tasks.add.enqueue(1, 2)
         response, _ = search(admin_client, "django_tasks.add")
         assert len(listed(response)) == 1

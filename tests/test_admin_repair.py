@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import django_outbox
-from django_outbox.control import retry_with_payload
+from django_outbox import retry_with_payload
 from django_outbox.exceptions import (
     JobNotFound,
     JobStateError,

@@ -9,10 +9,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from django_outbox.admin_filters import queue_choices, task_choices
-from django_outbox.admin_paging import JobPaginator, count_text, estimated_rows
+from django_outbox.admin.filters import queue_choices, task_choices
+from django_outbox.admin.paging import JobPaginator, count_text, estimated_rows
 from django_outbox.models import Job, JobStatus
-from django_outbox.registry import registered_names
+from django_outbox.tasks.registry import registered_names
 from tests.test_admin import (
     CHANGELIST,
     listed,
@@ -287,7 +287,7 @@ class TestRefusals:
     def test_the_delete_confirmation_names_the_first_jobs_and_counts_them_all(
         self, admin_client, monkeypatch
     ):
-        from django_outbox import admin as job_admin
+        from django_outbox.admin import job_admin as job_admin
 
         monkeypatch.setattr(job_admin, "DELETE_LISTED", 2)
         jobs = [make_succeeded(tasks.noop.enqueue()) for _ in range(3)]

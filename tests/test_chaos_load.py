@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from django_outbox.enqueuing import enqueue_many
+from django_outbox import enqueue_many
 from django_outbox.models import Job, JobStatus
 from tests.testapp import tasks
 from tests.testapp.models import Note

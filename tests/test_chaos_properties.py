@@ -35,16 +35,18 @@ from hypothesis import strategies as st
 
 import django_outbox
 from django_outbox import EnqueueError, PayloadDecodeError
-from django_outbox import worker as worker_module
-from django_outbox.checks import DAY, HOUR, RETENTION_MAX, outbox_setting_errors
-from django_outbox.conf import RETENTION_KEYS, get_settings
+from django_outbox.conf import get_settings
 from django_outbox.db import queries_for
-from django_outbox.enqueuing import MAX_DELAY, build_job
 from django_outbox.models import FINISHED, Job, JobStatus
-from django_outbox.registry import registered_names
-from django_outbox.runner import Outcome, run_job
 from django_outbox.serialization import MAX_DEPTH, decode_stored
-from django_outbox.worker import Worker
+from django_outbox.tasks.enqueue import build_job
+from django_outbox.tasks.registry import registered_names
+from django_outbox.validation.bounds import DAY, HOUR, MAX_DELAY, RETENTION_MAX
+from django_outbox.validation.setting import RETENTION_KEYS
+from django_outbox.validation.setting import setting_errors as outbox_setting_errors
+from django_outbox.worker import loop as worker_module
+from django_outbox.worker.loop import Worker
+from django_outbox.worker.runner import Outcome, run_job
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note

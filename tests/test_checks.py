@@ -16,7 +16,16 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_outbox import RetryPolicy, Task
-from django_outbox.checks import (
+from django_outbox.checks import check_outbox_setting
+from django_outbox.conf import get_settings
+from django_outbox.jobs.transitions import prune_finished
+from django_outbox.management.commands.run_outbox_worker import (
+    non_negative_int,
+    non_negative_seconds,
+    positive_int,
+)
+from django_outbox.models import Job, JobStatus
+from django_outbox.validation.bounds import (
     CONCURRENCY_MAX,
     DAY,
     ERROR_HISTORY_MAX,
@@ -34,16 +43,8 @@ from django_outbox.checks import (
     RETRY_DELAY_MAX,
     RETRY_FACTOR_MAX,
     SHUTDOWN_TIMEOUT_MAX,
-    check_outbox_setting,
 )
-from django_outbox.conf import DEFAULTS, get_settings
-from django_outbox.management.commands.run_outbox_worker import (
-    non_negative_int,
-    non_negative_seconds,
-    positive_int,
-)
-from django_outbox.models import Job, JobStatus
-from django_outbox.transitions import prune_finished
+from django_outbox.validation.setting import DEFAULTS
 from tests.processes import SHORT_LEASE
 from tests.testapp import tasks
 

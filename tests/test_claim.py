@@ -7,9 +7,9 @@ from django.db import connection, connections
 
 from django_outbox.db import queries_for
 from django_outbox.db.base import ClaimKind
-from django_outbox.db.postgresql import claim_sql
-from django_outbox.enqueuing import build_job
+from django_outbox.db.postgresql.queries import claim_sql
 from django_outbox.models import Job, JobStatus
+from django_outbox.tasks.enqueue import build_job
 from tests.testapp import tasks
 
 from .bulk_rows import insert_jobs
@@ -108,7 +108,7 @@ def test_the_sqlite_claim_uses_a_partial_index():
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's query plan")
     from django_outbox.db.rows import CLAIMS
-    from django_outbox.db.sqlite import CLAIM_SQL as SQLITE_CLAIM
+    from django_outbox.db.sqlite.queries import CLAIM_SQL as SQLITE_CLAIM
 
     connection.ensure_connection()
     raw = connection.connection.cursor()

@@ -5,10 +5,10 @@ import time
 import pytest
 from django.db import OperationalError, connection
 
-from django_outbox.claim_policy import ClaimPolicy
 from django_outbox.db import queries_for
 from django_outbox.db.base import ClaimKind
 from django_outbox.models import Job, JobStatus
+from django_outbox.worker.claims import ClaimPolicy
 from tests.conftest import run_worker
 from tests.testapp import tasks
 
@@ -37,7 +37,7 @@ def test_a_plain_claim_leaves_keyed_and_dependent_jobs_to_a_full_one():
 
 @pytest.mark.postgresql
 def test_the_look_for_keyed_and_dependent_jobs_uses_its_partial_index():
-    from django_outbox.db.postgresql import WAITING_KINDS_SQL
+    from django_outbox.db.postgresql.queries import WAITING_KINDS_SQL
 
     tasks.noop.enqueue_many([{} for _ in range(2000)])
     tasks.noop.enqueue(lock="k")

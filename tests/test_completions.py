@@ -15,10 +15,10 @@ from django.test.utils import CaptureQueriesContext
 
 from django_outbox import signals
 from django_outbox.db import queries_for
+from django_outbox.jobs.transitions import mark_many_succeeded
 from django_outbox.models import Job, JobStatus
-from django_outbox.runner import Outcome
-from django_outbox.transitions import mark_many_succeeded
-from django_outbox.worker import Worker
+from django_outbox.worker.loop import Worker
+from django_outbox.worker.runner import Outcome
 from tests.conftest import run_worker
 from tests.testapp import tasks
 

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from django_outbox.enqueuing import build_job
 from django_outbox.models import Job, JobStatus
+from django_outbox.tasks.enqueue import build_job
 from tests.testapp.tasks import record_run_non_atomic
 
 from .processes import SHORT_LEASE, read_runs, wait_until

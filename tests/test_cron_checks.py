@@ -11,9 +11,10 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from django_outbox import registry, task
+from django_outbox import task
 from django_outbox.conf import get_settings
 from django_outbox.cron import declared_entries
+from django_outbox.tasks import registry
 
 pytestmark = pytest.mark.django_db
 

@@ -306,7 +306,7 @@ def test_a_worker_enqueues_a_due_tick_and_runs_it(worker_thread):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_without_cron_or_in_burst_mode_starts_no_scheduler(worker_thread):
-    from django_outbox.worker import Worker
+    from django_outbox.worker.loop import Worker
 
     with cron_settings():
         assert Worker(cron=False)._maintenance.cron is None

@@ -15,13 +15,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_outbox.activity import ActivityCounter, forget_old_activity
-from django_outbox.dashboard import dashboard
-from django_outbox.dashboard_admin import duration_text
-from django_outbox.enqueuing import build_job
+from django_outbox.admin.dashboard import duration_text
 from django_outbox.models import Job, JobStatus, QueueActivity, WorkerProcess
-from django_outbox.runner import Outcome
-from django_outbox.workers import STALE_MIN_SECONDS
+from django_outbox.stats.overview import dashboard
+from django_outbox.tasks.enqueue import build_job
+from django_outbox.worker.activity import ActivityCounter, forget_old_activity
+from django_outbox.worker.registration import STALE_MIN_SECONDS
+from django_outbox.worker.runner import Outcome
 from tests.testapp import tasks
 
 from .conftest import run_worker

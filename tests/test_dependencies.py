@@ -8,8 +8,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_outbox import EnqueueError
+from django_outbox.jobs.transitions import prune_finished, retry_failed
 from django_outbox.models import Job, JobDependency, JobStatus
-from django_outbox.transitions import prune_finished, retry_failed
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note

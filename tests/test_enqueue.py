@@ -203,7 +203,7 @@ BAD_INPUT = [
     (lambda: tasks.noop.enqueue({}, priority="high"), EnqueueError, "priority must be"),  # type: ignore[arg-type]
     (lambda: tasks.noop.enqueue({}, priority=2**40), EnqueueError, "priority must be"),
     (lambda: tasks.noop.enqueue({}, queue=""), EnqueueError, "queue name"),
-    (lambda: tasks.noop.enqueue({}, colour="red"), TypeError, "colour"),  # type: ignore[call-arg]
+    (lambda: tasks.noop.enqueue({}, colour="red"), TypeError, "unknown option .colour."),  # type: ignore[call-arg]
     (lambda: django_outbox.enqueue(tasks.noop.func, {}), EnqueueError, "@django_outbox.task"),  # type: ignore[arg-type]
 ]
 

@@ -11,8 +11,8 @@ import pytest
 from django.db import DatabaseError, connection, connections
 
 from django_outbox.db import queries_for
+from django_outbox.jobs.transitions import rescue_expired_leases
 from django_outbox.models import Job, JobStatus
-from django_outbox.transitions import rescue_expired_leases
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note

@@ -14,10 +14,11 @@ from django.db import connection, connections
 from django.test import override_settings
 
 import django_outbox
-from django_outbox import health, signals
-from django_outbox.health import CLAIM, HEARTBEAT, WorkerHealth, is_healthy
+from django_outbox import signals
 from django_outbox.models import WorkerProcess
-from django_outbox.worker import Worker
+from django_outbox.worker import health
+from django_outbox.worker.health import CLAIM, HEARTBEAT, WorkerHealth, is_healthy
+from django_outbox.worker.loop import Worker
 
 from .processes import wait_until
 

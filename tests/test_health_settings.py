@@ -7,8 +7,9 @@ import math
 import pytest
 from django.test import override_settings
 
-from django_outbox.checks import DAY, outbox_setting_errors
 from django_outbox.conf import get_settings
+from django_outbox.validation.bounds import DAY
+from django_outbox.validation.setting import setting_errors as outbox_setting_errors
 
 
 @pytest.mark.parametrize(

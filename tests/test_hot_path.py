@@ -10,10 +10,10 @@ from typing import Any, cast
 import pytest
 from django.db import connection
 
-from django_outbox.db.postgresql import queries as postgresql
+from django_outbox.db.postgresql.queries import queries as postgresql
 from django_outbox.models import Job, JobStatus
-from django_outbox.runner import Outcome
-from django_outbox.worker import Worker
+from django_outbox.worker.loop import Worker
+from django_outbox.worker.runner import Outcome
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from django_outbox.durations import parse_duration
-from django_outbox.housekeeping import jobs_to_retry, prune, prune_candidates
+from django_outbox.jobs.housekeeping import jobs_to_retry, prune, prune_candidates
+from django_outbox.management.arguments import parse_duration
 from django_outbox.models import Job, JobStatus
 from tests.conftest import REPO, run_worker, worker_env
 from tests.testapp import tasks

@@ -17,10 +17,10 @@ from django_outbox import (
     signals,
 )
 from django_outbox.db import queries_for
+from django_outbox.jobs.transitions import extend_leases, rescue_expired_leases, retry_failed
 from django_outbox.models import Job, JobStatus
 from django_outbox.retry import RetryPolicy
-from django_outbox.runner import Outcome, run_job
-from django_outbox.transitions import extend_leases, rescue_expired_leases, retry_failed
+from django_outbox.worker.runner import Outcome, run_job
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from django_outbox import logs
-from django_outbox.context import ClaimedJob
-from django_outbox.logs import JOB_FIELDS, log_job
+from django_outbox.claimed import ClaimedJob
 from django_outbox.models import Job
+from django_outbox.worker import job_logs as logs
+from django_outbox.worker.job_logs import JOB_FIELDS, log_job
 from tests.conftest import REPO, run_worker
 from tests.testapp import tasks
 
@@ -48,7 +48,7 @@ def test_a_success_is_logged_with_the_jobs_fields(caplog, task):
     (started,) = job_records(caplog, "started")
     (succeeded,) = job_records(caplog, "succeeded")
     assert succeeded.levelno == logging.INFO
-    assert succeeded.name == "django_outbox.runner"
+    assert succeeded.name == "django_outbox.worker.runner"
     assert_fields(started, job, attempt=1, worker_id="logs-1", ran=False)
     assert_fields(succeeded, job, attempt=1, worker_id="logs-1")
 

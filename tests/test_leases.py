@@ -9,9 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from django_outbox.db import queries_for
-from django_outbox.models import Job, JobStatus
-from django_outbox.runner import Outcome
-from django_outbox.transitions import (
+from django_outbox.jobs.transitions import (
     Failure,
     extend_leases,
     mark_succeeded,
@@ -19,7 +17,9 @@ from django_outbox.transitions import (
     release,
     rescue_expired_leases,
 )
-from django_outbox.worker import Worker
+from django_outbox.models import Job, JobStatus
+from django_outbox.worker.loop import Worker
+from django_outbox.worker.runner import Outcome
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note

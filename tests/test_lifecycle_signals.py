@@ -5,7 +5,7 @@ from django.db import transaction
 
 from django_outbox import EnqueueError, signals
 from django_outbox.models import Job
-from django_outbox.worker import Worker
+from django_outbox.worker.loop import Worker
 from tests.conftest import run_worker
 from tests.testapp import tasks
 

@@ -14,10 +14,10 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from django_outbox.health import CLAIM, WorkerHealth
+from django_outbox.jobs.transitions import database_time_in
 from django_outbox.models import Job, WorkerProcess
-from django_outbox.transitions import database_time_in
-from django_outbox.workers import STALE_MIN_SECONDS, Registration
+from django_outbox.worker.health import CLAIM, WorkerHealth
+from django_outbox.worker.registration import STALE_MIN_SECONDS, Registration
 from tests.testapp import tasks
 
 from .conftest import REPO, worker_env

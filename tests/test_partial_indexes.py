@@ -8,9 +8,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from django_outbox.db.partial_indexes import index_condition
+from django_outbox.jobs.transitions import prune_finished
 from django_outbox.models import Job, JobStatus
-from django_outbox.partial_indexes import index_condition
-from django_outbox.transitions import prune_finished
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

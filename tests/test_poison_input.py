@@ -15,8 +15,8 @@ from django.utils import timezone
 
 import django_outbox
 from django_outbox import EnqueueError, InvalidTaskError, PayloadError, Task
-from django_outbox.enqueuing import MAX_DELAY
 from django_outbox.serialization import MAX_DEPTH, MAX_INT_DIGITS, MAX_PAYLOAD_SIZE
+from django_outbox.validation.bounds import MAX_DELAY
 from tests.conftest import count_jobs_from
 from tests.testapp import tasks
 from tests.testapp.models import Note

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from django_outbox.models import Job, JobStatus
-from django_outbox.runner import Outcome
-from django_outbox.worker import Worker
+from django_outbox.worker.loop import Worker
+from django_outbox.worker.runner import Outcome
 from tests.conftest import run_worker
 from tests.testapp import tasks
 

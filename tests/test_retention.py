@@ -12,9 +12,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_outbox.enqueuing import build_job
+from django_outbox.jobs.transitions import prune_finished
 from django_outbox.models import Job, JobStatus
-from django_outbox.transitions import prune_finished
+from django_outbox.tasks.enqueue import build_job
 from tests.testapp import tasks
 
 from .bulk_rows import insert_jobs

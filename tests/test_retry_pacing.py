@@ -9,7 +9,7 @@ from django.db import connection
 
 from django_outbox.db import queries_for
 from django_outbox.models import Job, JobStatus
-from django_outbox.pacing import RetryPacing
+from django_outbox.worker.pacing import RetryPacing
 from tests.conftest import run_worker
 from tests.testapp import tasks
 

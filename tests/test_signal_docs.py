@@ -1,27 +1,48 @@
 """docs/api.md documents every signal of django_outbox.signals with the arguments it is sent."""
 
-import re
+import ast
 
 from django.dispatch import Signal
 
 from django_outbox import signals
+from django_outbox.worker import runner
 from tests.conftest import REPO
 
 API = (REPO / "docs" / "api.md").read_text()
-#: ``signals.send(signals.NAME, sender, key=value, ...)``: how the package sends every signal.
-SEND = re.compile(r"signals\.send\(\s*signals\.(\w+),\s*[^,)]+((?:,\s*\w+=[^,)]+)*),?\s*\)")
 
 
 def defined_signals() -> set[str]:
     return {name for name, value in vars(signals).items() if isinstance(value, Signal)}
 
 
+def signal_name(signal: Signal) -> str:
+    return next(name for name, value in vars(signals).items() if value is signal)
+
+
+def sent_signal(call: ast.Call) -> str | None:
+    """The signal ``call`` sends: ``signals.send(signals.NAME, sender, ...)``, or the runner's
+    ``report(job, task, Outcome.NAME, ...)`` (which sends that outcome's signal)."""
+    function = call.func
+    called = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+    first = call.args[0] if call.args else None
+    if called == "send" and isinstance(first, ast.Attribute):
+        if isinstance(first.value, ast.Name) and first.value.id == "signals":
+            return first.attr
+    if called == "report" and len(call.args) >= 3:
+        outcome = call.args[2]
+        if isinstance(outcome, ast.Attribute) and getattr(outcome.value, "id", "") == "Outcome":
+            return signal_name(runner._TOLD[runner.Outcome[outcome.attr]].signal)
+    return None
+
+
 def sent_arguments() -> dict[str, set[str]]:
     """{signal: the keyword arguments the package sends it with}, read from the source."""
     sent: dict[str, set[str]] = {}
     for path in (REPO / "django_outbox").rglob("*.py"):
-        for name, arguments in SEND.findall(path.read_text()):
-            sent.setdefault(name, set()).update(re.findall(r",\s*(\w+)=", arguments))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and (name := sent_signal(node)) is not None:
+                keywords = {keyword.arg for keyword in node.keywords if keyword.arg}
+                sent.setdefault(name, set()).update(keywords)
     return sent
 
 

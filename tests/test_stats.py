@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from django_outbox.models import Job, JobStatus
-from django_outbox.stats import processing_time_stats, queue_stats, retry_stats
+from django_outbox.stats.figures import processing_time_stats, queue_stats, retry_stats
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,11 +9,11 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
-from django_outbox import stats_rows
+from django_outbox.db.partial_indexes import index_condition
 from django_outbox.models import FINISHED, Job, JobStatus
-from django_outbox.partial_indexes import index_condition
-from django_outbox.stats import processing_time_stats, queue_stats, retry_stats
-from django_outbox.stats_rows import rows_of
+from django_outbox.stats import sampling as stats_rows
+from django_outbox.stats.figures import processing_time_stats, queue_stats, retry_stats
+from django_outbox.stats.sampling import rows_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

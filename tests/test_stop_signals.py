@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from django_outbox.enqueuing import enqueue_many
+from django_outbox import enqueue_many
 from django_outbox.models import Job, JobStatus
 from tests.testapp.models import Note
 from tests.testapp.tasks import record_run, writes_then_sleeps

@@ -3,7 +3,7 @@
 import pytest
 
 from django_outbox import InvalidTaskError, RetryPolicy, Task, UnknownTaskError, task
-from django_outbox.registry import get_task, unregister
+from django_outbox.tasks.registry import get_task, unregister
 from tests.testapp import tasks as test_tasks
 
 

@@ -18,8 +18,9 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from django_outbox import enqueue_many, wakeups
-from django_outbox.db.postgresql import CHANNEL
+from django_outbox import enqueue_many
+from django_outbox.db.postgresql.queries import CHANNEL
+from django_outbox.jobs import wakeups
 from django_outbox.models import Job, JobStatus
 from tests.testapp import tasks
 from tests.testapp.models import Note

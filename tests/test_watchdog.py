@@ -29,7 +29,7 @@ def test_a_job_past_max_execute_time_has_its_stack_logged_and_a_signal_sent(
 
     signals.job_stuck.connect(record)
     try:
-        with caplog.at_level(logging.ERROR, logger="django_outbox.watchdog"):
+        with caplog.at_level(logging.ERROR, logger="django_outbox.worker.watchdog"):
             job = tasks.runs_long.enqueue({"seconds": 1.0})
             worker_thread(concurrency=1)
             wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)

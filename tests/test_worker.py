@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from django_outbox import current_job, signals
 from django_outbox.models import Job, JobStatus
-from django_outbox.runner import Outcome
+from django_outbox.worker.runner import Outcome
 from tests.conftest import run_worker
 from tests.testapp import tasks
 from tests.testapp.models import Note
@@ -233,7 +233,7 @@ def test_handlers_see_a_lease_token_per_attempt():
 def test_a_worker_refuses_to_run_inside_the_callers_transaction():
     from django.db import transaction
 
-    from django_outbox.worker import Worker
+    from django_outbox.worker.loop import Worker
 
     with transaction.atomic(), pytest.raises(RuntimeError, match="inside an atomic block"):
         Worker(burst=True).run()
@@ -247,7 +247,7 @@ def test_finished_jobs_do_not_trigger_claims_when_the_last_claim_found_the_queue
     from django.db import connection
 
     from django_outbox.db import queries_for
-    from django_outbox.worker import Worker
+    from django_outbox.worker.loop import Worker
 
     settings.OUTBOX = {**settings.OUTBOX, "POLL_SECONDS": 30}
     queries = queries_for(connection)

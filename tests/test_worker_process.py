@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from django_outbox.enqueuing import build_job
 from django_outbox.models import Job, JobStatus
+from django_outbox.tasks.enqueue import build_job
 from tests.testapp.tasks import record_run
 
 from .processes import read_runs, runs_per_job, wait_until

@@ -13,10 +13,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_outbox.health import WorkerHealth
+from django_outbox.jobs.transitions import database_time_in
 from django_outbox.models import Job, WorkerProcess
-from django_outbox.transitions import database_time_in
-from django_outbox.workers import (
+from django_outbox.worker.health import WorkerHealth
+from django_outbox.worker.registration import (
     FORGET_SECONDS,
     STALE_MIN_SECONDS,
     Registration,
@@ -129,7 +129,7 @@ def test_an_older_worker_with_the_same_id_neither_takes_the_row_back_nor_deletes
     newer.beat()
     assert WorkerProcess.objects.get(pk="twin").instance == newer.instance
 
-    with caplog.at_level(logging.WARNING, logger="django_outbox.workers"):
+    with caplog.at_level(logging.WARNING, logger="django_outbox.worker.registration"):
         older.beat()
         older.leave()
     assert WorkerProcess.objects.get(pk="twin").instance == newer.instance
@@ -183,7 +183,7 @@ def test_a_missing_registry_table_never_stops_a_worker_from_running_jobs(caplog,
     with connection.schema_editor() as editor:
         editor.delete_model(WorkerProcess)
     try:
-        with caplog.at_level(logging.WARNING, logger="django_outbox.workers"):
+        with caplog.at_level(logging.WARNING, logger="django_outbox.worker.registration"):
             worker = worker_thread(worker_id="no-table")
             wait_until(
                 lambda: "registering the worker worker=no-table failed" in caplog.text,

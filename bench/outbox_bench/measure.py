@@ -20,11 +20,11 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import Max, Min
 
+from django_outbox import enqueue_many
 from django_outbox.conf import get_settings
-from django_outbox.enqueuing import enqueue_many
 from django_outbox.models import Job, JobQuerySet
-from django_outbox.supervisor import Supervisor, WorkerOptions
 from django_outbox.tasks import Task
+from django_outbox.worker.supervisor import Supervisor, WorkerOptions
 
 from . import tasks as bench_tasks
 from .tables import bare_row_model, created, effect_model
@@ -448,7 +448,7 @@ def insert_finished_jobs(count: int, *, spread_seconds: float = 0.0) -> None:
 
 def time_stats(*, exact: bool = False) -> dict[str, float]:
     """Seconds each of django_outbox.stats' functions takes (the median of 3 calls)."""
-    from django_outbox import stats
+    from django_outbox.stats import figures as stats
 
     calls: dict[str, Callable[[], object]] = {
         "queue_stats": lambda: stats.queue_stats(exact=exact),

@@ -9,8 +9,8 @@ import socket
 import time
 from typing import Any
 
+from django_outbox.claimed import current_job
 from django_outbox.conf import get_settings
-from django_outbox.context import current_job
 from django_outbox.tasks import task
 
 from .tables import effect_model

@@ -32,8 +32,8 @@ def current_tick() -> datetime.datetime | None:
     For handlers that must do their work once per tick, whatever the retries: key an
     external write on it. One query. Raise LookupError outside a handler (``current_job``).
     """
+    from ..claimed import current_job
     from ..conf import get_settings
-    from ..context import current_job
     from ..models import Job
 
     job = current_job()

@@ -1,148 +1,32 @@
-"""System checks of cron entries: ``OUTBOX["CRON"]``, ``OUTBOX["CRON_TIMEZONE"]`` (E030-E035).
+"""System checks of cron entries beyond their fields' forms (``validation.schedules``).
 
-``setting_errors`` looks at the setting alone (``conf`` refuses to build settings it faults);
-``entry_errors`` also needs the registered tasks, so it runs with the other system checks,
-after every app's tasks module was imported.
+``payload_errors`` says whether each entry's PAYLOAD is JSON; ``entry_errors`` needs the
+registered tasks, so it runs with the other system checks, after every app's tasks module was
+imported.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.checks import CheckMessage, Error
 
-from ..serialization import brief, text_error
-from .entries import ENTRY_KEYS, NAME_MAX_LENGTH, REQUIRED_KEYS
-from .expressions import CronExpression, CronExpressionError, time_zone
-
-EXAMPLE = (
-    'OUTBOX["CRON"] = {"nightly-cleanup": {"TASK": "myapp.tasks.cleanup", "SCHEDULE": "0 3 * * *"}}'
-)
-SCHEDULE_HINT = (
-    "Five fields: minute hour day-of-month month day-of-week, e.g. '*/5 * * * *' (every five "
-    "minutes) or '0 3 * * 1-5' (03:00 on weekdays), or @hourly, @daily, @weekly, @monthly."
-)
-ZONE_HINT = "An IANA time zone name such as 'UTC' (the default) or 'Europe/Paris'."
+from ..conf import user_settings
+from ..exceptions import PayloadError, PayloadValidationError, UnknownTaskError
+from ..serialization import encode
+from ..tasks.registry import get_task, registered_tasks
+from ..validation.schedules import cron_setting_errors
+from ..validation.text import brief
 
 
-def name_error(name: object) -> str | None:
-    """Return why ``name`` cannot name a cron entry, or None."""
-    if not isinstance(name, str) or not name.strip():
-        return f"is {brief(name)}; an entry's name must be a non-empty string."
-    if len(name) > NAME_MAX_LENGTH:
-        return f"is longer than {NAME_MAX_LENGTH} characters."
-    if problem := text_error(name):
-        return problem
-    return None
-
-
-def setting_errors(user: dict[str, Any]) -> list[CheckMessage]:
-    """Return the problems of ``OUTBOX["CRON"]`` and ``OUTBOX["CRON_TIMEZONE"]`` in ``user``."""
-    errors: list[CheckMessage] = []
-    default_zone = user.get("CRON_TIMEZONE", "UTC")
-    if not _zone_ok(default_zone):
-        errors.append(
-            Error(
-                f"OUTBOX['CRON_TIMEZONE'] is {brief(default_zone)}, not a known time zone.",
-                hint=ZONE_HINT,
-                id="django_outbox.E034",
-            )
-        )
-        default_zone = "UTC"
-    entries = user.get("CRON", {})
+def payload_errors(user: object) -> list[CheckMessage]:
+    """Return the errors of entries of ``OUTBOX["CRON"]`` whose PAYLOAD is not JSON (E035)."""
+    entries = user.get("CRON") if isinstance(user, dict) else None
     if not isinstance(entries, dict):
-        return [
-            *errors,
-            Error(
-                "OUTBOX['CRON'] must be a dict of entries by name.",
-                hint=f"For example {EXAMPLE}.",
-                id="django_outbox.E030",
-            ),
-        ]
+        return []
+    errors: list[CheckMessage] = []
     for name, options in entries.items():
-        errors += _entry_setting_errors(name, options, default_zone)
-    return errors
-
-
-def _entry_setting_errors(name: object, options: object, default_zone: str) -> list[CheckMessage]:
-    where = f"OUTBOX['CRON'][{brief(name)}]"
-    if problem := name_error(name):
-        return [
-            Error(
-                f"The name of {where} {problem}",
-                hint=f"For example {EXAMPLE}.",
-                id="django_outbox.E030",
-            )
-        ]
-    if not isinstance(options, dict):
-        return [
-            Error(
-                f"{where} must be a dict.", hint=f"For example {EXAMPLE}.", id="django_outbox.E030"
-            )
-        ]
-    errors: list[CheckMessage] = []
-    keys_hint = f"Keys: TASK and SCHEDULE, and optionally {sorted(ENTRY_KEYS - REQUIRED_KEYS)}."
-    unknown = sorted(brief(key) for key in set(options) - ENTRY_KEYS)
-    if unknown:
-        errors.append(
-            Error(f"{where} has unknown keys {unknown}.", hint=keys_hint, id="django_outbox.E030")
-        )
-    missing = sorted(REQUIRED_KEYS - set(options))
-    if missing:
-        errors.append(Error(f"{where} lacks {missing}.", hint=keys_hint, id="django_outbox.E030"))
-    task = options.get("TASK")
-    if "TASK" in options and (not isinstance(task, str) or not task):
-        errors.append(
-            Error(
-                f"{where}['TASK'] is {brief(task)}, not a task's name.",
-                hint="The registered name of a task: its dotted path, or its @task(name=...).",
-                id="django_outbox.E032",
-            )
-        )
-    zone = options.get("TIMEZONE", default_zone)
-    if not _zone_ok(zone):
-        errors.append(
-            Error(
-                f"{where}['TIMEZONE'] is {brief(zone)}, not a known time zone.",
-                hint=ZONE_HINT,
-                id="django_outbox.E034",
-            )
-        )
-        zone = "UTC"
-    if "SCHEDULE" in options:
-        try:
-            CronExpression(options["SCHEDULE"], zone)
-        except CronExpressionError as error:
-            errors.append(
-                Error(f"{where}['SCHEDULE']: {error}", hint=SCHEDULE_HINT, id="django_outbox.E031")
-            )
-    errors += _job_option_errors(where, options)
-    return errors
-
-
-def _job_option_errors(where: str, options: dict[Any, Any]) -> list[CheckMessage]:
-    from ..checks import priority_error, queue_name_error
-    from ..exceptions import PayloadError
-    from ..serialization import encode
-
-    errors: list[CheckMessage] = []
-    if options.get("QUEUE") is not None and (problem := queue_name_error(options["QUEUE"])):
-        errors.append(
-            Error(
-                f"{where}['QUEUE']: {problem}",
-                hint="Leave it out for the task's queue.",
-                id="django_outbox.E035",
-            )
-        )
-    if options.get("PRIORITY") is not None and (problem := priority_error(options["PRIORITY"])):
-        errors.append(
-            Error(
-                f"{where}['PRIORITY']: {problem}",
-                hint="Leave it out for the task's priority.",
-                id="django_outbox.E035",
-            )
-        )
-    if "PAYLOAD" in options:
+        if not isinstance(options, dict) or "PAYLOAD" not in options:
+            continue
+        where = f"OUTBOX['CRON'][{brief(name)}]"
         try:
             encode(options["PAYLOAD"], f"{where}['PAYLOAD']")
         except PayloadError as error:
@@ -156,30 +40,16 @@ def _job_option_errors(where: str, options: dict[Any, Any]) -> list[CheckMessage
     return errors
 
 
-def _zone_ok(zone: object) -> bool:
-    if not isinstance(zone, str):
-        return False
-    try:
-        time_zone(zone)
-    except CronExpressionError:
-        return False
-    return True
-
-
 def entry_errors() -> list[CheckMessage]:
     """Return the problems of entries with the registered tasks: unknown tasks (E032), a
     settings entry named like a task declared with ``cron`` (E033), a payload the task's
     ``validate_payload`` refuses (E035)."""
-    from ..conf import user_settings
-    from ..exceptions import PayloadValidationError, UnknownTaskError
-    from ..registry import get_task, registered_tasks
-
     # Read as given: other keys of OUTBOX may be invalid (their own checks say so), which
     # get_settings() would refuse.
     user = user_settings()
     if not isinstance(user, dict) or not isinstance(user.get("CRON", {}), dict):
         return []
-    if setting_errors(user):
+    if cron_setting_errors(user):
         return []
     errors: list[CheckMessage] = []
     cron_tasks = [task for task in registered_tasks() if task.cron is not None]

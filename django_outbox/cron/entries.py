@@ -7,8 +7,9 @@ A task declared with ``cron`` is an entry named after the task, with no payload.
                                            "SCHEDULE": "0 3 * * *",
                                            "PAYLOAD": {"days": 30}}}}
 
-The system checks (``django_outbox.cron.checks``) report bad entries; ``declared_entries``
-leaves out those it cannot use, so that one bad entry stops none of the others.
+The system checks (``validation.schedules``, ``cron.checks``) report bad entries;
+``declared_entries`` leaves out those it cannot use, so that one bad entry stops none of the
+others.
 """
 
 from __future__ import annotations
@@ -21,12 +22,6 @@ from ..conf import get_settings
 from .expressions import CronExpression, CronExpressionError
 
 logger = logging.getLogger(__name__)
-
-#: The keys of an ``OUTBOX["CRON"]`` entry; TASK and SCHEDULE are required.
-ENTRY_KEYS = frozenset({"TASK", "SCHEDULE", "PAYLOAD", "QUEUE", "PRIORITY", "TIMEZONE"})
-REQUIRED_KEYS = frozenset({"TASK", "SCHEDULE"})
-#: The longest entry name (the column's length).
-NAME_MAX_LENGTH = 200
 
 
 @dataclass(frozen=True)
@@ -51,7 +46,7 @@ class CronEntry:
 
 def task_entries() -> list[CronEntry]:
     """Return the entries of registered tasks declared with ``cron``."""
-    from ..registry import registered_tasks
+    from ..tasks.registry import registered_tasks
 
     zone = get_settings().cron_timezone
     entries = []

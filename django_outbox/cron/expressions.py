@@ -1,8 +1,7 @@
-"""Cron expressions: parsing and the ticks they name, in a time zone, by ``cronsim``.
+"""Cron expressions: the ticks they name, in a time zone, by ``cronsim``.
 
-Five fields (minute, hour, day of month, month, day of week) as Debian's cron reads them, or
-one of the usual shorthands (``@hourly``, ``@daily``...). A sixth field (seconds), which
-``cronsim`` accepts, is refused: the scheduler wakes at most once a minute. Ticks are computed
+What an expression may say (five fields, or a shorthand such as ``@daily``) is in
+``validation.schedules``. Ticks are computed
 in the entry's time zone and returned in UTC; daylight saving time follows Debian's cron
 (``cronsim``): a tick in the skipped hour runs once at the jump, one in the repeated hour once.
 """
@@ -10,66 +9,39 @@ in the entry's time zone and returned in UTC; daylight saving time follows Debia
 from __future__ import annotations
 
 import datetime
-import functools
-import zoneinfo
 
 from cronsim import CronSim, CronSimError
 
+from ..validation.schedules import cron_fields
+from ..validation.schedules import time_zone as zone_named
+
 UTC = datetime.timezone.utc
 ONE_SECOND = datetime.timedelta(seconds=1)
-
-#: The shorthands Vixie and Debian cron read, as five fields.
-SHORTHANDS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
 
 
 class CronExpressionError(ValueError):
     """The text is not a cron expression of five fields, or the time zone is unknown."""
 
 
-@functools.lru_cache(maxsize=256)
 def time_zone(name: str) -> datetime.tzinfo:
     """Return the zone named ``name`` ("UTC", "Europe/Paris"); raise CronExpressionError."""
-    if name == "UTC":
-        return UTC
     try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError) as error:
-        raise CronExpressionError(
-            f"{name!r} is not a time zone name this system knows (an IANA name such as "
-            "'UTC' or 'Europe/Paris')."
-        ) from error
+        return zone_named(name)
+    except ValueError as error:
+        raise CronExpressionError(str(error)) from error
 
 
 class CronExpression:
     """A parsed cron expression in a time zone: which minutes it names."""
 
     def __init__(self, text: str, zone: str = "UTC") -> None:
-        if not isinstance(text, str):
-            raise CronExpressionError(f"A cron expression is a string, not {type(text).__name__}.")
+        try:
+            self.fields = cron_fields(text)
+        except ValueError as error:
+            raise CronExpressionError(str(error)) from None
         self.text = text
         self.zone_name = zone
         self.zone = time_zone(zone)
-        self.fields = SHORTHANDS.get(text.strip().lower(), text.strip())
-        if len(self.fields.split()) != 5:
-            raise CronExpressionError(
-                f"{text!r} is not a cron expression: it needs five fields (minute hour "
-                "day-of-month month day-of-week, e.g. '*/5 * * * *') or a shorthand such as "
-                "'@daily'."
-            )
-        try:
-            CronSim(self.fields, datetime.datetime(2000, 1, 1, tzinfo=UTC))
-        except CronSimError as error:
-            raise CronExpressionError(
-                f"{text!r} is not a valid cron expression: {error}."
-            ) from None
 
     def __repr__(self) -> str:
         return f"<CronExpression {self.text!r} {self.zone_name}>"

@@ -91,7 +91,7 @@ def _status(
 
 def _task_queue(task_name: str) -> str | None:
     from ..exceptions import UnknownTaskError
-    from ..registry import get_task
+    from ..tasks.registry import get_task
 
     try:
         return get_task(task_name).queue

@@ -26,7 +26,7 @@ from django.db import DatabaseError, connections
 from django.db.models import Q
 from django.utils import timezone
 
-from ..outage import ErrorBackoff
+from ..db.outage import ErrorBackoff
 from .entries import CronEntry
 from .expressions import UTC
 
@@ -162,7 +162,7 @@ def _enqueue_tick(
 ) -> Job | None:
     """Enqueue ``entry``'s job for ``tick`` if no worker did; return it, or None."""
     from ..db import write_transaction
-    from ..enqueuing import enqueue
+    from ..tasks.enqueue import enqueue
 
     model = _model()
     with write_transaction(using):

@@ -1,7 +1,14 @@
-"""Queries that differ by database: one module per vendor, each a ``DatabaseQueries``.
+"""Everything that differs by database, behind one interface: ``DatabaseQueries``.
 
-``queries_for(connection)`` returns the one for a connection's database. Everything the ORM
-can say the same way on every database lives in ``django_outbox.transitions`` instead.
+``queries_for(connection)`` returns the implementation for a connection's database, one module
+per vendor (``postgresql``, ``sqlite``); callers ask it, and never test ``connection.vendor``
+themselves. Beside them: riding out database errors (``outage``, and ``retry_while_locked``
+here), the SQL of fair rounds (``fair_rounds``), conditions of the partial indexes
+(``partial_indexes``), time limits on slow reads (``time_limits``) and turning claimed rows
+into jobs (``rows``). Everything the ORM can say the same way on every database lives in
+``django_outbox.jobs`` instead.
+
+May import: the base modules (models, conf, claimed, exceptions, validation). Nothing above.
 """
 
 from __future__ import annotations
@@ -10,31 +17,60 @@ import random
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import postgresql, sqlite
-from .base import DatabaseQueries
+if TYPE_CHECKING:
+    from .base import DatabaseQueries
+    from .reports import DatabaseReports
 
 T = TypeVar("T")
 
-
-_QUERIES: dict[str, DatabaseQueries] = {
-    queries.vendor: queries for queries in (postgresql.queries, sqlite.queries)
-}
+#: Each vendor's queries and reports, by ``connection.vendor``, once first asked for.
+_QUERIES: dict[str, DatabaseQueries] = {}
+_REPORTS: dict[str, DatabaseReports] = {}
 
 
 def queries_for(connection: BaseDatabaseWrapper) -> DatabaseQueries:
-    """Return the queries for ``connection``'s database."""
-    try:
-        return _QUERIES[connection.vendor]
-    except KeyError:
-        raise NotImplementedError(
-            f"django-outbox supports PostgreSQL and SQLite; database {connection.alias!r} is "
-            f"{connection.vendor}."
-        ) from None
+    """Return the queries (the worker's and enqueue's SQL) for ``connection``'s database."""
+    queries = _QUERIES.get(connection.vendor)
+    if queries is None:
+        _load_vendors()
+        queries = _QUERIES.get(connection.vendor) or _unsupported(connection)
+    return queries
+
+
+def reports_for(connection: BaseDatabaseWrapper) -> DatabaseReports:
+    """Return the reports (the statistics', the admin's and the probes' SQL) for
+    ``connection``'s database."""
+    reports = _REPORTS.get(connection.vendor)
+    if reports is None:
+        _load_vendors()
+        reports = _REPORTS.get(connection.vendor) or _unsupported(connection)
+    return reports
+
+
+def _load_vendors() -> None:
+    # The vendors' modules write their SQL with the models' table names: imported at the first
+    # query, after the app registry is ready (this package is imported before it).
+    from .postgresql import queries as postgresql_queries
+    from .postgresql import reports as postgresql_reports
+    from .sqlite import queries as sqlite_queries
+    from .sqlite import reports as sqlite_reports
+
+    for queries in (postgresql_queries.queries, sqlite_queries.queries):
+        _QUERIES[queries.vendor] = queries
+    for reports in (postgresql_reports.reports, sqlite_reports.reports):
+        _REPORTS[reports.vendor] = reports
+
+
+def _unsupported(connection: BaseDatabaseWrapper) -> NoReturn:
+    raise NotImplementedError(
+        f"django-outbox supports PostgreSQL and SQLite; database {connection.alias!r} is "
+        f"{connection.vendor}."
+    )
 
 
 def is_lock_error(exc: BaseException) -> bool:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..models import Job
+from .fair_rounds import ROUNDS_SQL, rounds_params, served_round
+
 if TYPE_CHECKING:
-    from ..context import ClaimedJob
-    from ..enqueued import EnqueuedJobs
-    from ..models import Job
+    from ..claimed import ClaimedJob
 
 
 class ClaimKind(enum.Enum):
@@ -30,6 +33,16 @@ class ClaimKind(enum.Enum):
 
 #: What a statement gave: the number of rows it changed, and the rows it returned.
 Result = tuple[int, list[Sequence[Any]]]
+
+
+@dataclass(frozen=True)
+class InsertedJobs:
+    """The rows ``insert_jobs`` wrote: their ids, and the saved jobs where the insert built
+    them (else when they were enqueued, to build them from)."""
+
+    ids: list[int]
+    jobs: list[Job] | None = None
+    enqueued_at: datetime.datetime | None = None
 
 
 class _Duplicate(Exception):
@@ -138,10 +151,21 @@ class DatabaseQueries:
         fair job without a round gets the next of its key (call with its key's enqueuers
         serialized)."""
         if job.fair_key is not None and job.fair_round is None:
-            from ..fairness import first_round
-
-            job.fair_round = first_round(job.queue, job.fair_key, connection.alias)
+            job.fair_round = self.first_fair_round(connection, job.queue, job.fair_key)
         job.save(using=connection.alias, force_insert=True)
+
+    def first_fair_round(self, connection: BaseDatabaseWrapper, queue: str, key: str) -> int:
+        """Return the round of the next job of fair ``key`` in ``queue`` (call with enqueuers
+        of the key serialized, inside the enqueue's transaction; see ``fair_rounds``)."""
+        sql = ROUNDS_SQL.format(p=self.placeholder, due_by=self.due_by)
+        # Planned for the table as it is: a kept plan made on a nearly empty table scans it.
+        _, rows = self.execute_replanned(connection, sql, rounds_params(queue, key))
+        return served_round(*rows[0])
+
+    def on_database_clock(self, when: datetime.datetime) -> datetime.datetime:
+        """Return ``when``, a datetime as Django stores it, as this database's clock reads it
+        (against which workers compare ``run_at``)."""
+        return when
 
     def serialize_enqueuers(self, connection: BaseDatabaseWrapper, key: str) -> None:
         """Make other transactions that call this with ``key`` wait until this one ends.
@@ -151,14 +175,12 @@ class DatabaseQueries:
         writer at a time (SQLite): taking the write lock (a write that changes nothing) makes
         every other writer wait, and the reads that follow see every committed job.
         """
-        from ..models import Job
-
         self.execute(connection, f"UPDATE {Job._meta.db_table} SET id = id WHERE 0 = 1", ())
 
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
-    ) -> EnqueuedJobs:
-        """Insert one job like ``template`` per (encoded) payload; return them, saved."""
+    ) -> InsertedJobs:
+        """Insert one job like ``template`` per (encoded) payload; say what was written."""
         raise NotImplementedError
 
     def announce(self, connection: BaseDatabaseWrapper, queues: Sequence[str]) -> None:

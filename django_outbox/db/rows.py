@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..context import ClaimedJob
+from ..claimed import ClaimedJob
 from ..models import IN_LINE, Job, JobDependency, JobStatus
 from .base import ClaimKind
 

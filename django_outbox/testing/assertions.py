@@ -6,7 +6,7 @@ from typing import Any
 
 from ..conf import get_settings
 from ..models import CLAIMABLE, Job
-from ..tasks import Task
+from ..tasks.base import Task
 
 #: Leave out to match any payload.
 ANY = object()

@@ -11,12 +11,12 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models.functions import Now
 
+from ..claimed import ClaimedJob, reset_current_job, set_current_job
 from ..conf import get_settings
-from ..context import ClaimedJob, reset_current_job, set_current_job
 from ..exceptions import JobNotFound
+from ..jobs.transitions import database_time_in, mark_succeeded, rescue_expired_leases
 from ..models import Job, JobStatus
-from ..registry import get_task
-from ..transitions import database_time_in, mark_succeeded, rescue_expired_leases
+from ..tasks.registry import get_task
 from .runs import claim_job, next_runnable, run_claimed
 
 

@@ -8,14 +8,14 @@ from typing import Any
 from django.db.models import F, TextField
 from django.db.models.functions import Cast, Greatest, Now
 
+from ..claimed import ClaimedJob
 from ..conf import get_settings
-from ..context import ClaimedJob
 from ..db.rows import claimed_jobs
 from ..exceptions import JobNotFound, JobStateError, OutboxError
+from ..jobs.transitions import database_time_in
 from ..models import CLAIMABLE, Job, JobStatus
 from ..retry import RetryPolicy
-from ..runner import Outcome, run_job
-from ..transitions import database_time_in
+from ..worker.runner import Outcome, run_job
 
 #: The worker id of jobs run by these helpers, as the admin and ``current_job()`` show it.
 WORKER_ID = "django_outbox.testing"

@@ -71,9 +71,9 @@ def fill() -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from django_outbox.enqueuing import build_job
+    from django_outbox.jobs.transitions import database_time_in
     from django_outbox.models import Job, JobStatus, QueueActivity, WorkerProcess
-    from django_outbox.transitions import database_time_in
+    from django_outbox.tasks.enqueue import build_job
 
     get_user_model().objects.create_superuser("admin", "admin@example.com", "admin")
     now = timezone.now()

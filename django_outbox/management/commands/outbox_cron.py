@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from django_outbox.cron import CronStatus, schedule
+from ...cron import CronStatus, schedule
 
 
 class Command(BaseCommand):

@@ -11,14 +11,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_outbox.health_report import (
-    WARN_DEAD_TUPLES,
-    WARN_TRANSACTION_SECONDS,
-    Thresholds,
-    check_health,
-)
-
-from .run_outbox_worker import non_negative_seconds, positive_int
+from ...stats.probes import WARN_DEAD_TUPLES, WARN_TRANSACTION_SECONDS, Thresholds, check_health
+from ..arguments import non_negative_seconds, positive_int
 
 
 class Command(BaseCommand):

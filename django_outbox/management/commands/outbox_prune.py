@@ -7,10 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_outbox.housekeeping import prune, prune_candidates
-from django_outbox.management.commands.outbox_stats import duration_argument
-from django_outbox.management.commands.run_outbox_worker import positive_int
-from django_outbox.models import FINISHED
+from ...jobs.housekeeping import prune, prune_candidates
+from ...models import FINISHED
+from ..arguments import duration_argument, positive_int
 
 
 class Command(BaseCommand):

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_outbox.exceptions import JobNotFound, JobStateError
-from django_outbox.housekeeping import jobs_to_retry, retry_jobs
-from django_outbox.management.commands.run_outbox_worker import positive_int
+from ...exceptions import JobNotFound, JobStateError
+from ...jobs.housekeeping import jobs_to_retry, retry_jobs
+from ..arguments import positive_int
 
 #: How many jobs --dry-run lists before it only counts.
 LISTED = 50

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import json
-from argparse import ArgumentParser, ArgumentTypeError
+from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from django_outbox.durations import parse_duration
-from django_outbox.models import JobStatus
-from django_outbox.stats import processing_time_stats, queue_stats, retry_stats
-
-
-def duration_argument(text: str) -> float:
-    """An argparse ``type``: a duration (``90``, ``15m``, ``1h``, ``7d``, ``2w``) in seconds."""
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise ArgumentTypeError(str(error)) from None
+from ...models import JobStatus
+from ...stats.figures import processing_time_stats, queue_stats, retry_stats
+from ..arguments import duration_argument
 
 
 class Command(BaseCommand):

@@ -3,58 +3,23 @@
 from __future__ import annotations
 
 import logging
-import math
 import signal
-from argparse import ArgumentParser, ArgumentTypeError
-from collections.abc import Callable
+from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_outbox.checks import (
-    CONCURRENCY_MAX,
-    INTEGER_MAX,
-    PREFETCH_MAX,
-    PROCESSES_MAX,
-    SHUTDOWN_TIMEOUT_MAX,
-    queue_name_error,
+from ...conf import get_settings
+from ...validation.text import queue_name_error
+from ...worker.stop_signals import exit_at_once, on_stop_signals
+from ...worker.supervisor import Supervisor, WorkerOptions, configure_console_logging
+from ..arguments import (
+    concurrency_int,
+    non_negative_int,
+    non_negative_seconds,
+    positive_int,
+    processes_int,
 )
-from django_outbox.conf import get_settings
-from django_outbox.stopping import exit_at_once, on_stop_signals
-from django_outbox.supervisor import Supervisor, WorkerOptions, configure_console_logging
-
-
-def _number_argument(
-    convert: type[int] | type[float], minimum: int, maximum: int, unit: str
-) -> Callable[[str], Any]:
-    """Return an argparse ``type`` that reads a finite number from ``minimum`` to ``maximum``."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise ArgumentTypeError(f"expected {unit}, got {text!r}") from None
-        # float() reads "nan" and "inf", which the comparisons below would let through. (Only
-        # floats: math.isfinite() overflows on a huge int.)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ArgumentTypeError(f"expected a finite number, got {text!r}")
-        limit = "seconds" if convert is float else "a number"
-        if value < minimum:
-            raise ArgumentTypeError(f"expected {limit} >= {minimum}, got {value}")
-        if value > maximum:
-            raise ArgumentTypeError(f"expected {limit} <= {maximum}, got {value}")
-        return value
-
-    return parse
-
-
-# positive_int also counts jobs (--max-jobs, and outbox_bench's sizes): its maximum is the
-# integer columns', not CONCURRENCY_MAX or PROCESSES_MAX.
-positive_int = _number_argument(int, 1, INTEGER_MAX, "a whole number")
-concurrency_int = _number_argument(int, 1, CONCURRENCY_MAX, "a whole number")
-processes_int = _number_argument(int, 1, PROCESSES_MAX, "a whole number")
-non_negative_int = _number_argument(int, 0, PREFETCH_MAX, "a whole number")
-non_negative_seconds = _number_argument(float, 0, SHUTDOWN_TIMEOUT_MAX, "a number of seconds")
 
 
 class Command(BaseCommand):

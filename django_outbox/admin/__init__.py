@@ -1,0 +1,14 @@
+"""The Django admin: the job list and pages, their actions, and the dashboard.
+
+May import anything below it (the base modules, ``db``, ``jobs``, ``tasks``, ``cron``,
+``stats``); never the worker's engine or the commands.
+"""
+
+from django.contrib import admin
+
+from ..models import Dashboard, Job
+from .dashboard import DashboardAdmin
+from .job_admin import JobAdmin
+
+admin.site.register(Job, JobAdmin)
+admin.site.register(Dashboard, DashboardAdmin)

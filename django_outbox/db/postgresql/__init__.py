@@ -1,0 +1,1 @@
+"""PostgreSQL, the production database: SKIP LOCKED claims, LISTEN/NOTIFY wake-ups."""

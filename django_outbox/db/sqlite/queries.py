@@ -1,0 +1,246 @@
+"""SQLite, the embedded default: one writer at a time, so every claim is one UPDATE statement.
+
+A single statement in autocommit mode takes the write lock for its whole run and waits for it
+under the busy timeout, so two claimers never take the same row. The worker's own transactions
+that read and then write begin IMMEDIATE: a deferred one fails at once with "database is
+locked" when another connection wrote in between. Handlers' transactions stay DEFERRED, so a
+handler holds the only write lock from its first write to its commit, not for its whole run.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from ...claimed import ClaimedJob
+from ...models import CLAIMABLE, Job, JobStatus
+from ..base import ClaimKind, DatabaseQueries, InsertedJobs, Result
+from ..rows import CLAIM_COLUMNS, CLAIMS, claimed_jobs
+
+TABLE = Job._meta.db_table
+# Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
+NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+# SQLite's clock has millisecond precision ('...26.074') but Django writes microseconds
+# ('...26.074000'), which sorts after it: compare due times with the end of this millisecond.
+DUE_BY = f"{NOW} || '999'"
+
+CLAIM_SQL = f"""
+UPDATE {TABLE}
+SET status = '{JobStatus.RUNNING}',
+    attempts = attempts + 1,
+    -- A row made claimable with its attempts used up (edited by hand, imported, or retried
+    -- by an older version) gets one more attempt rather than failing every claim on the
+    -- attempts-within-max constraint, as the admin's retry does.
+    max_attempts = MAX(max_attempts, attempts + 1),
+    lease_token = lower(hex(randomblob(16))),
+    lease_expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?),
+    worker_id = ?,
+    started_at = {NOW},
+    finished_at = NULL
+WHERE id IN (
+    SELECT id FROM {TABLE} AS candidate
+    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+      AND run_at <= {DUE_BY}
+      {{queue_filter}}{{pick}}
+    ORDER BY {{order}}
+    LIMIT ?
+)
+RETURNING {CLAIM_COLUMNS}
+"""
+
+
+# Whether fair jobs are due, along their partial index.
+FAIR_WAITING_SQL = f"""
+SELECT 1 FROM {TABLE}
+WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+  AND run_at <= {DUE_BY} AND fair_key IS NOT NULL {{queue_filter}}
+LIMIT 1
+"""
+
+
+SUCCEEDED_SET = f"""
+SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
+    lease_expires_at = NULL
+"""
+
+# Raw SQL, not the ORM: it runs once per job on the hot path. Tokens are stored as 32 hex digits.
+MARK_SUCCEEDED_SQL = f"""
+UPDATE {TABLE} {SUCCEEDED_SET}
+WHERE id = ? AND lease_token = ? AND status = '{JobStatus.RUNNING}'
+"""
+
+# One statement per batch; each row is fenced by its own attempt's lease token.
+MARK_MANY_SUCCEEDED_SQL = f"""
+UPDATE {TABLE} {SUCCEEDED_SET}
+WHERE status = '{JobStatus.RUNNING}' AND (id, lease_token) IN (VALUES {{rows}})
+RETURNING id
+"""
+
+#: Jobs per statement, well under SQLite's limit on bound parameters.
+BATCH_LIMIT = 400
+#: How long one claim waits for the write lock before it is tried again: how long a stopping
+#: worker may wait inside SQLite before it sees the stop.
+CLAIM_LOCK_WAIT_SECONDS = 0.5
+
+
+# Databases switched to WAL by this process: the mode is stored in the database file.
+_wal_databases: set[str] = set()
+
+
+class SQLiteQueries(DatabaseQueries):
+    vendor: ClassVar[str] = "sqlite"
+    placeholder: ClassVar[str] = "?"
+    due_by: ClassVar[str] = DUE_BY
+
+    def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        # On the sqlite3 connection itself, with ? placeholders: Django's cursor would rewrite
+        # %s placeholders on every call of these hot statements.
+        assert connection.connection is not None
+        cursor = connection.connection.execute(sql, params)
+        try:
+            rows = cursor.fetchall() if cursor.description else []
+            return cursor.rowcount, rows
+        finally:
+            cursor.close()
+
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        lease_seconds: float,
+        paused_retries: Sequence[str] = (),
+        kind: ClaimKind = ClaimKind.FULL,
+    ) -> list[ClaimedJob]:
+        # Never plain: SQLite sets up the conditions' subqueries for next to nothing.
+        pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
+        queues = list(queues or ())
+        paused = list(paused_retries)
+        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+        if paused:
+            queue_filter += (
+                f" AND NOT (status = '{JobStatus.RETRYING}' "
+                f"AND queue IN ({', '.join('?' * len(paused))}))"
+            )
+        sql = CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
+        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, *paused, limit]
+        _, rows = self.execute(connection, sql, params)
+        return claimed_jobs(rows, worker_id)
+
+    def waiting_kinds(
+        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+    ) -> set[ClaimKind]:
+        # Every claim is full here: only fair jobs are claimed apart.
+        queues = list(queues or ())
+        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+        sql = FAIR_WAITING_SQL.format(queue_filter=queue_filter)
+        _, rows = self.execute(connection, sql, queues)
+        return {ClaimKind.FAIR} if rows else set()
+
+    def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
+        rowcount, _ = self.execute(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token.hex])
+        return rowcount == 1
+
+    def mark_many_succeeded(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
+    ) -> set[int]:
+        marked: set[int] = set()
+        for start in range(0, len(jobs), BATCH_LIMIT):
+            batch = jobs[start : start + BATCH_LIMIT]
+            sql = MARK_MANY_SUCCEEDED_SQL.format(rows=", ".join(["(?, ?)"] * len(batch)))
+            params = [value for job in batch for value in (job.id, job.lease_token.hex)]
+            _, rows = self.execute(connection, sql, params)
+            marked.update(row[0] for row in rows)
+        return marked
+
+    def insert_jobs(
+        self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+    ) -> InsertedJobs:
+        jobs = []
+        for position, payload in enumerate(payloads):
+            job = copy.copy(template)
+            job.payload = payload
+            if template.fair_round is not None:
+                # A fair key's jobs take consecutive rounds from the first one's (fairness.py).
+                job.fair_round = template.fair_round + position
+            jobs.append(job)
+        saved = Job.objects.using(connection.alias).bulk_create(jobs)
+        return InsertedJobs([job.pk for job in saved], jobs=saved)
+
+    def on_database_clock(self, when: datetime.datetime) -> datetime.datetime:
+        """SQLite's clock is UTC whatever ``TIME_ZONE`` says.
+
+        Without ``USE_TZ``, ``when`` is naive local time (``TIME_ZONE``): stored as it is, a
+        delay would end hours early or late by the zone's offset.
+        """
+        if settings.USE_TZ:
+            return when
+        local = timezone.make_aware(when, timezone.get_default_timezone())
+        return timezone.make_naive(local, datetime.timezone.utc)
+
+    def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
+        """Switch the database to WAL, so readers don't block the writer (once per process)."""
+        name = str(connection.settings_dict["NAME"])
+        if name not in _wal_databases:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            _wal_databases.add(name)
+
+    @contextmanager
+    def write_transaction(self, connection: BaseDatabaseWrapper) -> Iterator[None]:
+        """A transaction that takes the write lock at BEGIN, for code that reads then writes."""
+        if connection.in_atomic_block:
+            # Nested: the outer transaction decided how it began.
+            with transaction.atomic(using=connection.alias):
+                yield
+            return
+        # Connect first: connecting resets transaction_mode from the settings.
+        connection.ensure_connection()
+        configured = connection.transaction_mode  # type: ignore[attr-defined]
+        connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]
+        try:
+            with transaction.atomic(using=connection.alias):
+                connection.transaction_mode = configured  # type: ignore[attr-defined]
+                yield
+        finally:
+            connection.transaction_mode = configured  # type: ignore[attr-defined]
+
+    @contextmanager
+    def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+        """Lower the busy timeout: a write then fails after ``seconds`` (or the configured
+        timeout, if shorter), e.g. when this worker's own handler holds the write lock."""
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA busy_timeout")
+            (configured,) = cursor.fetchone()
+            cursor.execute(f"PRAGMA busy_timeout = {min(int(seconds * 1000), int(configured))}")
+        try:
+            yield
+        finally:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"PRAGMA busy_timeout = {int(configured)}")
+            except DatabaseError:
+                # A broken connection is replaced, and a new one has the configured timeout.
+                connection.close()
+
+    @contextmanager
+    def claim_lock_wait(self, connection: BaseDatabaseWrapper) -> Iterator[None]:
+        """A claim waiting for the write lock (a handler's transaction may hold it for as long
+        as the handler runs) gives up after CLAIM_LOCK_WAIT_SECONDS and is tried again
+        (``retry_while_locked``), unless the worker is stopping: SIGTERM must not wait out
+        the whole busy timeout inside SQLite."""
+        with self.lock_wait(connection, CLAIM_LOCK_WAIT_SECONDS):
+            yield
+
+
+queries = SQLiteQueries()

@@ -1,0 +1,398 @@
+"""Every change of a job's status after enqueue, in one place.
+
+Writes about an attempt match the attempt's lease token: a worker that lost its lease (another
+worker took the job over) changes nothing. Lease times are computed by the database, so hosts'
+clocks never decide who owns a job.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections, models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from ..claimed import ClaimedJob
+from ..db import queries_for, write_transaction
+from ..db.partial_indexes import in_partial_index
+from ..models import FINISHED, Job, JobDependency, JobStatus
+
+#: Longest traceback kept per attempt; the start and the end (where the error is) are kept.
+TRACEBACK_LIMIT = 20_000
+
+
+def database_time_in(seconds: float) -> models.Expression:
+    """Return the database's current time plus ``seconds``, as an expression."""
+    return models.ExpressionWrapper(
+        Now() + models.Value(datetime.timedelta(seconds=seconds)),
+        output_field=models.DateTimeField(),
+    )
+
+
+def _any_held(jobs: Sequence[ClaimedJob]) -> Q:
+    condition = Q()
+    for job in jobs:
+        condition |= Q(pk=job.id, lease_token=job.lease_token)
+    return condition & Q(status=JobStatus.RUNNING)
+
+
+def mark_succeeded(job: ClaimedJob, using: str) -> bool:
+    """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
+    connection = connections[using]
+    return bool(queries_for(connection).mark_succeeded(connection, job))
+
+
+def mark_many_succeeded(jobs: Sequence[ClaimedJob], using: str) -> set[int]:
+    """Mark ``jobs`` succeeded in one statement; return the ids of those whose lease held.
+
+    The others were taken over by another worker (their lease expired), which now owns them.
+    """
+    if not jobs:
+        return set()
+    connection = connections[using]
+    marked: set[int] = queries_for(connection).mark_many_succeeded(connection, jobs)
+    return marked
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong in one attempt, and when (if ever) to try again."""
+
+    error: str
+    traceback: str = ""
+    # Seconds until the next attempt; None: the job has failed for good.
+    retry_in: float | None = None
+
+
+def _trimmed(text: str) -> str:
+    if len(text) > TRACEBACK_LIMIT:
+        half = TRACEBACK_LIMIT // 2
+        text = (
+            f"{text[:half]}\n... ({len(text) - TRACEBACK_LIMIT} characters cut) ...\n{text[-half:]}"
+        )
+    return storable(text)
+
+
+def storable(text: str) -> str:
+    """Return ``text`` as every supported database can store it.
+
+    An error message quotes whatever the handler met: a NUL character (PostgreSQL's text
+    refuses it) or a lone surrogate (not UTF-8) would make recording the failure itself fail,
+    and leave the job running until its lease expired. Both are written as escapes.
+    """
+    if text.isascii() and "\x00" not in text:
+        return text
+    text = text.replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def record_failure(
+    *,
+    job_id: int,
+    lease_token: Any,
+    attempt: int,
+    worker_id: str,
+    failure: Failure,
+    history_limit: int,
+    using: str,
+) -> JobStatus | None:
+    """Record a failed attempt: retrying at its delay, or failed. Return the new status.
+
+    Return None, changing nothing, when the lease is no longer held.
+    """
+    traceback = _trimmed(failure.traceback)
+    error = storable(failure.error)
+    entry: dict[str, Any] = {
+        "attempt": attempt,
+        "at": timezone.now().isoformat(),
+        "worker": worker_id,
+        "error": error,
+        "traceback": traceback,
+    }
+    # Short: it holds the job's row lock between reading the history and writing it back.
+    with write_transaction(using):
+        held = Job.objects.using(using).filter(
+            pk=job_id, lease_token=lease_token, status=JobStatus.RUNNING
+        )
+        row = held.select_for_update().values_list("pk", "errors", "started_at").first()
+        if row is None:
+            return None
+        # When the attempt started, by the database's clock (the claim set it): the admin shows
+        # how long each attempt took.
+        if row[2] is not None:
+            entry["started_at"] = row[2].isoformat()
+        # A list unless the row was written by hand or by other code.
+        errors = row[1] if isinstance(row[1], list) else []
+        history = [*errors, entry][-history_limit:] if history_limit else []
+        changes: dict[str, Any] = {
+            "last_error": error,
+            "last_traceback": traceback,
+            "errors": history,
+            "lease_token": None,
+            "lease_expires_at": None,
+        }
+        if failure.retry_in is None:
+            status = JobStatus.FAILED
+            changes.update(finished_at=Now())
+        else:
+            status = JobStatus.RETRYING
+            changes.update(run_at=database_time_in(failure.retry_in))
+        held.update(status=status, **changes)
+    return status
+
+
+#: Longest halt reason kept.
+HALT_REASON_LIMIT = 2_000
+
+
+def _end_attempt(job: ClaimedJob, using: str, **changes: Any) -> bool:
+    """Write ``changes`` and clear the lease of ``job``'s attempt; False if the lease was lost."""
+    return bool(
+        Job.objects.using(using)
+        .filter(_any_held([job]))
+        .update(lease_token=None, lease_expires_at=None, **changes)
+    )
+
+
+def record_snooze(job: ClaimedJob, seconds: float, using: str) -> bool:
+    """Make ``job`` ready again in ``seconds``, this run not counted as an attempt."""
+    return _end_attempt(
+        job,
+        using,
+        status=JobStatus.READY,
+        attempts=F("attempts") - 1,
+        run_at=database_time_in(seconds),
+    )
+
+
+def record_halt(job: ClaimedJob, reason: str, using: str) -> bool:
+    """Halt ``job`` until resumed, this run not counted as an attempt."""
+    if len(reason) > HALT_REASON_LIMIT:
+        reason = reason[:HALT_REASON_LIMIT] + "..."
+    return _end_attempt(
+        job,
+        using,
+        status=JobStatus.HALTED,
+        attempts=F("attempts") - 1,
+        halt_reason=storable(reason),
+        # Whatever an earlier resume passed has been read: the next resume passes its own.
+        resume_data=None,
+    )
+
+
+def record_cancelled(job: ClaimedJob, using: str) -> bool:
+    """End ``job``'s attempt as cancelled (cancel() was called while it was claimed)."""
+    return _end_attempt(job, using, status=JobStatus.CANCELLED, finished_at=Now())
+
+
+def release(jobs: Sequence[ClaimedJob], using: str) -> int:
+    """Hand claimed jobs that never started back as ready, as if never claimed."""
+    if not jobs:
+        return 0
+    return (
+        Job.objects.using(using)
+        .filter(_any_held(jobs))
+        .update(
+            status=JobStatus.READY,
+            attempts=F("attempts") - 1,
+            lease_token=None,
+            lease_expires_at=None,
+            started_at=None,
+            worker_id="",
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What extending a worker's leases found out about its jobs."""
+
+    # Taken over by another worker (the lease expired), or gone.
+    lost: frozenset[int] = frozenset()
+    # Asked to stop by cancel(): their leases are no longer extended.
+    cancel_requested: frozenset[int] = frozenset()
+
+
+def extend_leases(jobs: Sequence[ClaimedJob], lease_seconds: float, using: str) -> Heartbeat:
+    """Extend the leases of ``jobs``, except those cancel() asked to stop; say which were lost
+    and which are to stop."""
+    if not jobs:
+        return Heartbeat()
+    held = Job.objects.using(using).filter(_any_held(jobs))
+    extended = held.filter(cancel_requested=False).update(
+        lease_expires_at=database_time_in(lease_seconds)
+    )
+    if extended == len(jobs):
+        return Heartbeat()
+    still_held = dict(held.values_list("pk", "cancel_requested"))
+    return Heartbeat(
+        lost=frozenset({job.id for job in jobs} - still_held.keys()),
+        cancel_requested=frozenset(pk for pk, requested in still_held.items() if requested),
+    )
+
+
+#: The statuses ``retry_failed`` makes ready again.
+RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+def retry_failed(jobs: models.QuerySet[Job]) -> int:
+    """Make failed or cancelled jobs ready to run now, with one more attempt each. Return how
+    many."""
+    from .wakeups import jobs_made_ready
+
+    retryable = jobs.filter(status__in=RETRYABLE)
+    queues = list(retryable.order_by().values_list("queue", flat=True).distinct())
+    retried = retryable.update(
+        status=JobStatus.READY,
+        run_at=Now(),
+        finished_at=None,
+        cancel_requested=False,
+        # One more attempt than made so far keeps the attempt history true.
+        max_attempts=models.functions.Greatest(F("max_attempts"), F("attempts") + 1),
+    )
+    if retried:
+        jobs_made_ready(jobs.db, queues)
+    return retried
+
+
+def rescue_expired_leases(
+    using: str,
+    history_limit: int,
+    batch_size: int = 100,
+    held_tokens: Collection[uuid.UUID] = (),
+) -> int:
+    """Take back jobs whose worker stopped renewing the lease; return how many.
+
+    The lost attempt counts: the job retries after its queue's backoff, or fails when that was
+    its last attempt. The new status clears the token, so the vanished worker, should it come
+    back, changes nothing. ``held_tokens``: the lease tokens of the jobs the caller itself
+    holds, which are not taken back (it knows it is alive, and its heartbeat may merely be
+    late). Jobs are matched by token, never by worker id: a worker restarted under the same
+    id (a systemd unit, a StatefulSet pod) must take back what its predecessor left.
+    """
+    from ..conf import get_settings
+    from ..retry import RetryPolicy
+
+    outbox_settings = get_settings()
+    expired_jobs = Job.objects.using(using).expired_leases()
+    if held_tokens:
+        expired_jobs = expired_jobs.exclude(lease_token__in=list(held_tokens))
+    # One transaction: the row locks keep two rescuers (or a late heartbeat) off these jobs.
+    with write_transaction(using):
+        expired = list(
+            expired_jobs.select_for_update(skip_locked=True).values_list(
+                "id",
+                "lease_token",
+                "attempts",
+                "max_attempts",
+                "queue",
+                "worker_id",
+                "cancel_requested",
+            )[:batch_size]
+        )
+        for job_id, token, attempts, max_attempts, queue, worker_id, cancelling in expired:
+            if cancelling:
+                # Its worker stopped extending the lease because of the cancel request.
+                Job.objects.using(using).filter(
+                    pk=job_id, lease_token=token, status=JobStatus.RUNNING
+                ).update(
+                    status=JobStatus.CANCELLED,
+                    finished_at=Now(),
+                    lease_token=None,
+                    lease_expires_at=None,
+                )
+                continue
+            policy = RetryPolicy.from_setting(outbox_settings.queue_options(queue).retry)
+            error = (
+                f"Lease expired: worker {worker_id} stopped renewing it during attempt "
+                f"{attempts} (it crashed, was killed, or lost the database)."
+            )
+            record_failure(
+                job_id=job_id,
+                lease_token=token,
+                attempt=attempts,
+                worker_id=worker_id,
+                failure=Failure(
+                    error=error,
+                    retry_in=policy.delay(attempts) if attempts < max_attempts else None,
+                ),
+                history_limit=history_limit,
+                using=using,
+            )
+    return len(expired)
+
+
+#: Every status but the finished ones, by name: the pruner's look for dependents that still
+#: wait goes from the dependency's index to each dependent's primary key.
+UNFINISHED = [status for status in JobStatus.values if status not in FINISHED]
+
+#: Finished statuses and the RETENTION key that says how long each is kept.
+RETAINED = (
+    (JobStatus.SUCCEEDED, "SUCCEEDED"),
+    (JobStatus.FAILED, "FAILED"),
+    (JobStatus.CANCELLED, "CANCELLED"),
+)
+
+
+def prune_finished(using: str, retention: dict[str, float | None], batch_size: int = 500) -> int:
+    """Delete one small batch of finished jobs per status older than ``retention``.
+
+    Return how many were deleted; call again while it returns ``batch_size`` or more. Small
+    batches keep each transaction (and, on SQLite, the write lock) short. A job that an
+    unfinished job depends on is kept: deleted, it would read as never succeeded, and its
+    dependent would wait for good.
+    """
+    deleted = 0
+    for status, key in RETAINED:
+        seconds = retention.get(key)
+        if seconds is None:
+            continue
+        # Oldest first, along the index: the default order (-id) would walk every kept job.
+        expired = (
+            Job.objects.using(using)
+            .filter(status=status, finished_at__lt=database_time_in(-seconds))
+            .order_by("finished_at")
+        )
+        # Jobs no other job depends on (nearly all), then those some job does, apart: these
+        # are checked against their dependents by id, so that neither read ever scans the
+        # table for unfinished jobs. Each along its partial index, on SQLite too
+        # (partial_indexes): without the spelled-out condition SQLite scanned and sorted the
+        # table for every batch, and the second read walked every expired job on both.
+        deleted += _prune_batch(
+            expired.filter(has_dependents=False).filter(in_partial_index(FINISHED)),
+            using,
+            batch_size,
+        )
+        deleted += _prune_batch(
+            expired.filter(in_partial_index(FINISHED, parents=True)),
+            using,
+            batch_size,
+            keep_waited_on=True,
+        )
+    return deleted
+
+
+def _prune_batch(
+    expired: models.QuerySet[Job], using: str, batch_size: int, keep_waited_on: bool = False
+) -> int:
+    with write_transaction(using):
+        ids = list(
+            expired.select_for_update(skip_locked=True).values_list("pk", flat=True)[:batch_size]
+        )
+        if keep_waited_on and ids:
+            waited_on = set(
+                JobDependency.objects.using(using)
+                .filter(depends_on_id__in=ids, job__status__in=UNFINISHED)
+                .values_list("depends_on_id", flat=True)
+            )
+            ids = [job_id for job_id in ids if job_id not in waited_on]
+        if not ids:
+            return 0
+        # Jobs, not the dependency rows that go with them.
+        return Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)

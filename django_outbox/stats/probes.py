@@ -1,0 +1,234 @@
+"""``manage.py outbox_health``'s checks: the database, the workers, and where dead rows wait for
+vacuum (PostgreSQL) what slows every claim down (a long open transaction, dead tuples in the job
+table).
+
+Each check ends ``ok``, ``warning`` or ``unhealthy``; the report is unhealthy when any check is.
+A long transaction anywhere in the database pins the MVCC horizon: the rows of finished and
+deleted jobs cannot be vacuumed away while it lasts, and every claim steps over them, so claims
+slow down the longer it stays open.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from django.db import DatabaseError, connections
+
+from ..conf import get_settings
+from ..db import reports_for
+from ..db.outage import first_line
+from ..models import Job
+from ..worker.registration import Registered, registered_workers
+
+Status = Literal["ok", "warning", "unhealthy"]
+
+#: Defaults of the command's thresholds.
+WARN_TRANSACTION_SECONDS = 300.0
+WARN_DEAD_TUPLES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    checks: list[Check]
+
+    @property
+    def healthy(self) -> bool:
+        return all(check.status != "unhealthy" for check in self.checks)
+
+    def problems(self) -> list[Check]:
+        return [check for check in self.checks if check.status == "unhealthy"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"healthy": self.healthy, "checks": [asdict(check) for check in self.checks]}
+
+    def as_text(self) -> str:
+        lines = [f"outbox_health: {'healthy' if self.healthy else 'UNHEALTHY'}"]
+        lines += [f"  {check.status:<9}  {check.name}: {check.message}" for check in self.checks]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What the command's options ask for. None leaves a check's ``unhealthy`` level out."""
+
+    worker_id: str | None = None
+    require_workers: int = 0
+    warn_transaction_seconds: float | None = WARN_TRANSACTION_SECONDS
+    max_transaction_seconds: float | None = None
+    warn_dead_tuples: int | None = WARN_DEAD_TUPLES
+    max_dead_tuples: int | None = None
+
+
+def check_health(thresholds: Thresholds | None = None, *, using: str | None = None) -> HealthReport:
+    """Run every check against ``using`` (default ``OUTBOX["DATABASE"]``)."""
+    thresholds = thresholds or Thresholds()
+    using = using or get_settings().database
+    database = _database(using)
+    if database.status != "ok":
+        # Nothing else can be read.
+        return HealthReport([database])
+    checks = [database, *_workers(using, thresholds)]
+    if reports_for(connections[using]).has_vacuum:
+        checks += [_oldest_transaction(using, thresholds), _dead_tuples(using, thresholds)]
+    return HealthReport(checks)
+
+
+def _database(using: str) -> Check:
+    started = time.monotonic()
+    try:
+        with connections[using].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as exc:
+        return Check("database", "unhealthy", f"unreachable: {first_line(exc)}")
+    milliseconds = (time.monotonic() - started) * 1000
+    return Check(
+        "database",
+        "ok",
+        f"reachable ({connections[using].vendor}, {milliseconds:.0f} ms)",
+        {"milliseconds": round(milliseconds, 1)},
+    )
+
+
+def _workers(using: str, thresholds: Thresholds) -> Iterator[Check]:
+    try:
+        workers = registered_workers(using=using)
+    except DatabaseError as exc:
+        # The registry's table is missing (migrations not applied) or unreadable.
+        yield Check("workers", "unhealthy", f"cannot read the registry: {first_line(exc)}")
+        return
+    allowed = get_settings().health["ALLOWED_ERROR_SECONDS"]
+    if thresholds.worker_id is not None:
+        yield from _one_worker(workers, thresholds.worker_id, allowed)
+        return
+    live = [worker for worker in workers if not worker.stale]
+    for worker in live:
+        if not worker.healthy:
+            yield _worker_check(worker, allowed)
+    stale = [worker.row.worker_id for worker in workers if worker.stale]
+    healthy = sum(worker.healthy for worker in live)
+    message = f"{len(live)} live ({healthy} healthy), {len(stale)} stale"
+    details = {"live": len(live), "healthy": healthy, "stale": stale}
+    if healthy < thresholds.require_workers:
+        yield Check(
+            "workers",
+            "unhealthy",
+            f"{message}; at least {thresholds.require_workers} healthy required",
+            details,
+        )
+    elif stale:
+        yield Check(
+            "workers",
+            "warning",
+            f"{message}: stopped heartbeating without stopping ({', '.join(stale[:5])})",
+            details,
+        )
+    else:
+        yield Check("workers", "ok", message, details)
+
+
+def _one_worker(workers: list[Registered], worker_id: str, allowed: float) -> Iterator[Check]:
+    """The worker ``worker_id``, or the processes of a supervisor started with that id."""
+    pattern = re.compile(rf"{re.escape(worker_id)}(-\d+)?")
+    matching = [worker for worker in workers if pattern.fullmatch(worker.row.worker_id)]
+    if not matching:
+        yield Check(
+            f"worker {worker_id}",
+            "unhealthy",
+            "not registered: not started yet, stopped, or unable to reach the database",
+        )
+    for worker in matching:
+        yield _worker_check(worker, allowed)
+
+
+def _worker_check(worker: Registered, allowed: float) -> Check:
+    row = worker.row
+    details = {
+        "host": row.host,
+        "pid": row.pid,
+        "heartbeat_age": round(worker.heartbeat_age, 1),
+        "in_error_for": None if worker.in_error_for is None else round(worker.in_error_for, 1),
+        "last_error": row.last_error,
+        "jobs_done": row.jobs_done,
+        "jobs_failed": row.jobs_failed,
+    }
+    name = f"worker {row.worker_id}"
+    if worker.stale:
+        return Check(
+            name, "unhealthy", f"stale: no heartbeat for {worker.heartbeat_age:.0f} s", details
+        )
+    if not worker.healthy:
+        return Check(
+            name,
+            "unhealthy",
+            f"in error for {worker.in_error_for or 0:.0f} s (allowed {allowed:g} s): "
+            f"{row.last_error}",
+            details,
+        )
+    state = "in error" if worker.in_error_for is not None else "working"
+    return Check(
+        name,
+        "ok",
+        f"{state}, heartbeat {worker.heartbeat_age:.0f} s ago, {row.jobs_done:,} jobs done",
+        details,
+    )
+
+
+def _level(value: float, warn: float | None, maximum: float | None) -> Status:
+    if maximum is not None and value > maximum:
+        return "unhealthy"
+    if warn is not None and value > warn:
+        return "warning"
+    return "ok"
+
+
+def _oldest_transaction(using: str, thresholds: Thresholds) -> Check:
+    connection = connections[using]
+    oldest = reports_for(connection).oldest_transaction(connection)
+    if oldest is None:
+        return Check("oldest transaction", "ok", "none open in other sessions", {"age": None})
+    status = _level(
+        oldest.age, thresholds.warn_transaction_seconds, thresholds.max_transaction_seconds
+    )
+    message = f"open for {oldest.age:.0f} s ({oldest.holder})"
+    if status != "ok":
+        message += "; it keeps vacuum from removing dead jobs, which slows every claim"
+    return Check(
+        "oldest transaction",
+        status,
+        message,
+        {"age": round(oldest.age, 1), "what": oldest.holder},
+    )
+
+
+def _dead_tuples(using: str, thresholds: Thresholds) -> Check:
+    table = Job._meta.db_table
+    connection = connections[using]
+    rows = reports_for(connection).dead_rows(connection, table)
+    if rows is None:
+        return Check("dead tuples", "ok", f"no statistics for {table} yet")
+    status = _level(rows.dead, thresholds.warn_dead_tuples, thresholds.max_dead_tuples)
+    since = (
+        "never vacuumed" if rows.vacuumed_ago is None else f"vacuumed {rows.vacuumed_ago:.0f} s ago"
+    )
+    message = f"{rows.dead:,} dead, {rows.live:,} live rows in {table} ({since})"
+    if status != "ok":
+        message += "; look for a long transaction, or tune autovacuum for this table"
+    return Check(
+        "dead tuples",
+        status,
+        message,
+        {"dead": rows.dead, "live": rows.live, "vacuumed_seconds_ago": rows.vacuumed_ago},
+    )

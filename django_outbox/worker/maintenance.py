@@ -1,0 +1,197 @@
+"""A worker's housekeeping threads: heartbeats and rescues, the watchdog, pruning, and cron.
+
+They run on connections of their own and outlive database errors: a run of failures is logged
+once (``ErrorBackoff``) and the thread goes on after a pause, with a new connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from django.db import DatabaseError, connections
+
+from ..cron.scheduler import CronScheduler
+from ..db import queries_for, retry_while_locked
+from ..db.outage import ErrorBackoff
+from ..jobs.transitions import extend_leases, prune_finished, rescue_expired_leases
+from ..retry import RetryPolicy
+from .health import HEARTBEAT
+from .held_jobs import HeldJobs
+from .job_logs import log_job
+from .watchdog import watch
+
+if TYPE_CHECKING:
+    from .health import WorkerHealth
+    from .registration import Registration
+
+logger = logging.getLogger(__name__)
+
+
+class Maintenance:
+    """Extend this worker's leases, take back other workers' expired ones, prune old jobs."""
+
+    def __init__(
+        self,
+        *,
+        using: str,
+        worker_id: str,
+        held: HeldJobs,
+        lease_seconds: float,
+        heartbeat_seconds: float,
+        history_limit: int,
+        retention: dict[str, float | None],
+        done: threading.Event,
+        fallback: RetryPolicy | None = None,
+        cron: CronScheduler | None = None,
+        health: WorkerHealth | None = None,
+        registration: Registration | None = None,
+    ) -> None:
+        self.using = using
+        self.worker_id = worker_id
+        self.held = held
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.history_limit = history_limit
+        self.retention = retention
+        # The retry policy of jobs whose task this worker does not know (for timeouts).
+        self.fallback = fallback or RetryPolicy()
+        # Set when the worker has stopped: these threads end and close their connections.
+        self.done = done
+        # Enqueues cron entries' ticks; None when there are none (no thread, no queries).
+        self.cron = cron
+        # Told whether the heartbeat reaches the database; and the worker's registry row,
+        # written after each heartbeat's own work.
+        self.health = health
+        self.registration = registration
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for name, what, work, max_delay, source in (
+            ("outbox-heartbeat", "heartbeat", self._beat, 10.0, HEARTBEAT),
+            ("outbox-watchdog", "watching running jobs", self._watch, 10.0, None),
+            ("outbox-pruner", "pruning finished jobs", self._prune_batches, 60.0, None),
+        ):
+            thread = threading.Thread(
+                target=self._repeat, args=(what, work, max_delay, source), name=name, daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        if self.cron is not None:
+            # Its own thread and connection: it wakes at ticks, not at heartbeats.
+            thread = threading.Thread(target=self.cron.run, name="outbox-cron", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _repeat(
+        self, what: str, work: Callable[[], None], max_delay: float, source: str | None
+    ) -> None:
+        """Call ``work`` every heartbeat until the worker stops, riding out database errors.
+
+        Its errors and successes count in the worker's health as ``source``'s, if given.
+        """
+        connection = connections[self.using]
+        errors = ErrorBackoff(
+            f"{what} worker={self.worker_id}",
+            logger,
+            first_delay=self.heartbeat_seconds,
+            max_delay=max_delay,
+            health=self.health if source else None,
+            source=source or "",
+        )
+        wait = self.heartbeat_seconds
+        try:
+            while not self.done.wait(wait):
+                try:
+                    work()
+                except DatabaseError as exc:
+                    connection.close()
+                    wait = errors.failed(exc)
+                else:
+                    errors.succeeded()
+                    wait = self.heartbeat_seconds
+        finally:
+            connection.close()
+
+    # Heartbeat and rescue.
+
+    def _beat(self) -> None:
+        connection = connections[self.using]
+        queries_for(connection).prepare_worker_connection(connection)
+        self._extend_leases()
+        self.rescue()
+        if self.health is not None:
+            # Before the registry's row is written, so that it says the heartbeat works.
+            self.health.succeeded(HEARTBEAT)
+        if self.registration is not None:
+            # Last, and catching its own errors: the registry never holds up the leases. The
+            # first beat registers the worker: not at once, as a write while the first jobs
+            # start makes SQLite's write lock busier just then (test_stop_signals.py).
+            self.registration.beat()
+
+    def _watch(self) -> None:
+        # On a thread of its own: on SQLite a handler's open transaction can keep the
+        # heartbeat's writes waiting for the write lock as long as that handler runs.
+        watch(
+            self.held.running(),
+            using=self.using,
+            history_limit=self.history_limit,
+            fallback=self.fallback,
+        )
+
+    def _extend_leases(self) -> None:
+        held = self.held.all()
+        if not held:
+            return
+        heartbeat = retry_while_locked(
+            partial(extend_leases, held, self.lease_seconds, self.using),
+            give_up_after=self.heartbeat_seconds,
+            stopping=self.done.is_set,
+        )
+        for job in held:
+            if job.id in heartbeat.lost and not job.handler_done:
+                log_job(logger, logging.WARNING, job, "lease lost")
+                job.mark_lease_lost()
+            elif job.id in heartbeat.cancel_requested and not job.cancel_requested:
+                log_job(logger, logging.WARNING, job, "cancel requested")
+                job.mark_cancel_requested()
+
+    def rescue(self, stopping: Callable[[], bool] | None = None) -> None:
+        """Take back the expired leases of jobs this worker does not hold.
+
+        ``stopping``: while it returns True, a locked database is not waited for (default:
+        this thread's own end).
+        """
+        # Read after extending: a job claimed since is in the list, and one claimed between
+        # the two reads has a fresh lease anyway.
+        rescued = retry_while_locked(
+            lambda: rescue_expired_leases(
+                self.using, self.history_limit, held_tokens=self.held.tokens()
+            ),
+            give_up_after=self.heartbeat_seconds,
+            stopping=stopping or self.done.is_set,
+        )
+        if rescued:
+            logger.warning(
+                "took back jobs with expired leases count=%s worker=%s", rescued, self.worker_id
+            )
+
+    # Pruning.
+
+    def _prune_batches(self) -> None:
+        """Delete finished jobs past their retention, in small batches."""
+        while not self.done.is_set():
+            deleted = retry_while_locked(
+                partial(prune_finished, self.using, self.retention),
+                give_up_after=self.heartbeat_seconds,
+                stopping=self.done.is_set,
+            )
+            if not deleted:
+                return
+            logger.info("pruned finished jobs count=%s", deleted)
+            # Let claims and completions in between batches.
+            time.sleep(0.05)

@@ -1,0 +1,232 @@
+"""``run_outbox_worker --processes P``: one supervisor process running P worker processes.
+
+Threads share one interpreter lock, so Python work in handlers (and the worker's own per-job
+work) uses one core per process; processes use them all. The supervisor starts each worker in
+a fresh interpreter (the ``spawn`` method: no state copied from a parent that holds database
+connections and threads), forwards stop signals, and restarts a worker that dies unexpectedly.
+
+This module imports no models: a child imports it before ``django.setup()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from .stop_signals import ABORT_SIGNAL, on_supervised_signals
+
+if TYPE_CHECKING:
+    from .loop import Worker
+
+logger = logging.getLogger(__name__)
+
+#: Longest pause before restarting a worker that keeps dying.
+MAX_RESTART_DELAY = 30.0
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What each worker process runs with: ``Worker``'s arguments, and modules to import."""
+
+    queues: Sequence[str] = ()
+    concurrency: int | None = None
+    burst: bool = False
+    max_jobs: int | None = None
+    shutdown_timeout: float | None = None
+    worker_id: str | None = None
+    prefetch: int | None = None
+    log_level: int | None = None
+    # Whether the worker enqueues cron entries' ticks (run_outbox_worker --no-cron: not).
+    cron: bool = True
+    # Log warnings and errors only, whatever the project's logging says (for the bench, where a
+    # line per job would be most of what it measures).
+    quiet: bool = False
+    # Extra environment for the children.
+    environ: dict[str, str] = field(default_factory=dict)
+    # The process that started this worker; it stops when that one is gone.
+    supervisor_pid: int | None = None
+
+    def build_worker(self) -> Worker:
+        """Return the Worker these options describe (after ``django.setup()``)."""
+        from .loop import Worker
+
+        return Worker(
+            queues=self.queues,
+            concurrency=self.concurrency,
+            burst=self.burst,
+            max_jobs=self.max_jobs,
+            shutdown_timeout=self.shutdown_timeout,
+            worker_id=self.worker_id,
+            prefetch=self.prefetch,
+            cron=self.cron,
+        )
+
+    def for_process(self, number: int) -> WorkerOptions:
+        worker_id = f"{self.worker_id}-{number}" if self.worker_id else None
+        return replace(self, worker_id=worker_id, supervisor_pid=os.getpid())
+
+
+def configure_console_logging(level: int) -> None:
+    """Show the worker's log on stderr unless the project configured logging itself."""
+    package_logger = logging.getLogger("django_outbox")
+    if package_logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
+    )
+    package_logger.addHandler(handler)
+    package_logger.setLevel(level)
+
+
+def run_worker_process(options: WorkerOptions) -> None:
+    """The entry point of one worker process started by the supervisor."""
+    # Before anything slow: a stop that comes while Django starts is kept for the worker.
+    worker: Worker | None = None
+    stop_requested = threading.Event()
+
+    def stop() -> None:
+        stop_requested.set()
+        if worker is not None:
+            worker.request_stop()
+
+    on_supervised_signals(stop)
+    os.environ.update(options.environ)
+    import django
+
+    django.setup()
+    if options.log_level is not None:
+        configure_console_logging(options.log_level)
+    if options.quiet:
+        logging.getLogger("django_outbox").setLevel(logging.WARNING)
+    worker = options.build_worker()
+    if stop_requested.is_set():
+        worker.request_stop()
+    if options.supervisor_pid is not None:
+        _stop_when_orphaned(options.supervisor_pid, worker.request_stop)
+    worker.run()
+
+
+def _stop_when_orphaned(supervisor_pid: int, stop: Any) -> None:
+    """Stop the worker if the supervisor dies (SIGKILL, OOM), rather than run on unsupervised.
+
+    Its pid comes from the supervisor itself: one that died while this process was starting
+    is noticed too.
+    """
+
+    def watch() -> None:
+        while os.getppid() == supervisor_pid:
+            time.sleep(0.5)
+        logger.warning("supervisor %s is gone; stopping", supervisor_pid)
+        stop()
+
+    threading.Thread(target=watch, name="outbox-orphan-watch", daemon=True).start()
+
+
+class Supervisor:
+    """Run ``processes`` worker processes with ``options`` until stopped (or all are done)."""
+
+    def __init__(self, options: WorkerOptions, processes: int) -> None:
+        if processes < 1:
+            raise ValueError("processes must be at least 1.")
+        self.options = options
+        self.processes = processes
+        self._context = multiprocessing.get_context("spawn")
+        self._children: dict[int, BaseProcess] = {}
+        self._stopping = threading.Event()
+        self._aborting = False
+        self._restart_delay = 1.0
+        self._started_at: dict[int, float] = {}
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the running workers."""
+        return [child.pid for child in self._children.values() if child.pid and child.is_alive()]
+
+    def start(self) -> None:
+        for number in range(1, self.processes + 1):
+            self._start(number)
+
+    def _start(self, number: int) -> None:
+        child = self._context.Process(
+            target=run_worker_process,
+            args=(self.options.for_process(number),),
+            name=f"outbox-worker-process-{number}",
+        )
+        child.start()
+        self._started_at[number] = time.monotonic()
+        self._children[number] = child
+        logger.info("started worker process number=%s pid=%s", number, child.pid)
+
+    def request_stop(self) -> None:
+        """Ask every worker to stop gracefully; a second call makes them exit at once."""
+        if self._stopping.is_set():
+            self._aborting = True
+        self._stopping.set()
+        signum = ABORT_SIGNAL if self._aborting else signal.SIGTERM
+        for child in self._children.values():
+            if child.pid and child.is_alive():
+                os.kill(child.pid, signum)
+
+    def wait(self) -> int:
+        """Supervise until every worker has exited; return how many exited with an error."""
+        failures = 0
+        while self._children:
+            finished = wait([child.sentinel for child in self._children.values()], timeout=1.0)
+            for number, child in list(self._children.items()):
+                if child.sentinel not in finished:
+                    continue
+                child.join()
+                del self._children[number]
+                failures += self._on_exit(number, child)
+        return failures
+
+    def _on_exit(self, number: int, child: BaseProcess) -> int:
+        """Restart ``child`` if it should still run; return 1 if its exit was an error."""
+        code = child.exitcode
+        if self._stopping.is_set():
+            # A stop asked for is no error: a worker still starting when the stop came may die
+            # of the SIGTERM itself, before it could claim anything.
+            clean = code in (0, -signal.SIGTERM) or self._aborting
+            return 0 if clean else 1
+        if code == 0 and (self.options.burst or self.options.max_jobs):
+            # Its work is done; the supervisor exits once every worker's is.
+            return 0
+        if time.monotonic() - self._started_at.get(number, 0.0) > 2 * MAX_RESTART_DELAY:
+            # It ran well for a while: a crash now is not part of a crash loop.
+            self._restart_delay = 1.0
+        logger.error(
+            "worker process number=%s pid=%s exited with code %s; restarting in %ss",
+            number,
+            child.pid,
+            code,
+            self._restart_delay,
+        )
+        if not self._stopping.wait(self._restart_delay):
+            self._restart_delay = min(self._restart_delay * 2, MAX_RESTART_DELAY)
+            self._start(number)
+        # Logged and dealt with: the supervisor's own exit is not an error for it.
+        return 0
+
+    def run(self) -> int:
+        """Start the workers and supervise them until they have all exited."""
+        self.start()
+        try:
+            return self.wait()
+        finally:
+            for child in self._children.values():
+                if child.is_alive():
+                    child.kill()
