@@ -21,7 +21,7 @@ BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
 .PHONY: help install install-lts postgres browser lint test test-sqlite test-postgresql test-lts \
-	test-lts-sqlite test-lts-postgresql wheel chaos demo bench clean
+	test-lts-sqlite test-lts-postgresql wheel chaos demo bench screenshots clean
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
@@ -56,6 +56,7 @@ browser:
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy django_outbox tests bench/outbox_bench bench/*.py
 	PYTHONPATH=bench DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
 
@@ -125,6 +126,11 @@ bench: install postgres
 	mkdir -p .bench && rm -f .bench/outbox.sqlite3*
 	$(call bench_manage,$(BENCH_SQLITE_URL)) migrate --verbosity 0
 	$(call bench_manage,$(BENCH_SQLITE_URL)) outbox_bench $(BENCH_SQLITE_ARGS) $(BENCH_ARGS)
+
+# The admin's pictures in docs/images/, taken from the example project with the package installed
+# from its wheel (tracebacks show a user's paths), by Debian's chromium.
+screenshots: install browser
+	$(VENV)/bin/python tools/screenshots.py $(PYTHON_WHEEL)
 
 clean:
 	rm -rf $(VENV) $(VENV_LTS) $(VENV_WHEEL) dist build .test-databases .bench .chaos .mypy_cache .ruff_cache *.egg-info

@@ -1,4 +1,4 @@
-"""Time the job admin's pages at 1,000,000 retained jobs (issue 9, item 1).
+"""Time the job admin's pages at 1,000,000 retained jobs.
 
 Run from the repository's top, with PostgreSQL on 127.0.0.1:5432 (user postgres)::
 

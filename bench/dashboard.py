@@ -6,9 +6,9 @@ Run from the repository's top, with PostgreSQL on 127.0.0.1:5432 (user postgres)
 
 It creates the database ``outbox_dashboard_bench`` (dropping an older one), migrates it, and
 times the dashboard page (requested through Django's test client as a superuser, as a browser
-would) and ``django_outbox.stats.overview.dashboard()`` alone, in two cases: the finished jobs spread
-over 30 days (a long retention: about 1/30 of them in the day's chart), and all of them within
-the last day (the default retention of succeeded jobs, a busy queue). Both with a backlog of
+would) and ``django_outbox.stats.overview.dashboard()`` alone, in two cases: the finished jobs
+spread over 30 days (a long retention: about 1/30 of them in the day's chart), and all of them
+within the last day (the default retention of succeeded jobs, a busy queue). Both with a backlog of
 10,000 waiting jobs, 40 running, 100 halted, across 5 queues, 20 registered workers, and two
 days of activity counts (a row per queue and minute).
 docs/performance.md ("Dashboard") records a run.

@@ -131,7 +131,8 @@ class Job(models.Model):
     last_error = models.TextField(_("last error"), blank=True)
     last_traceback = models.TextField(_("last traceback"), blank=True)
     # The newest attempts' errors: [{"attempt", "at", "worker", "error", "traceback",
-    # "started_at"}, ...] ("started_at" since issue 9; "at" is when the attempt ended).
+    # "started_at"}, ...] ("at" is when the attempt ended; rows written by early versions may
+    # lack "started_at").
     errors = models.JSONField(_("errors"), default=list, blank=True)
     # Set by cancel() while the job runs: the handler may stop early (current_job()), and the
     # attempt ends as cancelled. Database defaults: the hot INSERTs leave these columns out.

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,9 +12,8 @@ import pytest
 from django.db import connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from django_outbox.worker.loop import Worker, WorkerStats
-
-REPO = Path(__file__).resolve().parent.parent
+from django_outbox.worker.loop import Worker
+from tests import processes
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -26,6 +22,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "postgresql" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _worker_processes_where_marked(request: pytest.FixtureRequest) -> None:
+    """Let only tests marked ``process`` or ``chaos`` start worker processes."""
+    processes.allowed = any(
+        request.node.get_closest_marker(marker) for marker in ("process", "chaos")
+    )
 
 
 @pytest.fixture
@@ -39,54 +43,10 @@ def second_connection(transactional_db: None) -> Iterator[BaseDatabaseWrapper]:
         other.close()
 
 
-def count_jobs_from(other: BaseDatabaseWrapper) -> int:
-    with other.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM django_outbox_job")
-        (count,) = cursor.fetchone()
-    return int(count)
-
-
-def run_worker(**options: object) -> WorkerStats:
-    """Run a burst worker in this process until nothing is runnable."""
-    options.setdefault("burst", True)
-    options.setdefault("concurrency", 2)
-    return Worker(**options).run()  # type: ignore[arg-type]
-
-
-def worker_env(**extra: str) -> dict[str, str]:
-    """Environment for a worker subprocess that uses the suite's test database."""
-    env = dict(os.environ)
-    env.update(
-        DJANGO_SETTINGS_MODULE="tests.settings",
-        OUTBOX_TEST_DATABASE_NAME=str(connection.settings_dict["NAME"]),
-        PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench")]),
-        PYTHONUNBUFFERED="1",
-        OUTBOX_TEST_PARENT_PID=str(os.getpid()),
-    )
-    env.update(extra)
-    return env
-
-
-def start_worker_process(*args: str, **env: str) -> subprocess.Popen[str]:
-    """Start ``manage.py run_outbox_worker ARGS`` against the test database."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", "run_outbox_worker", *args],
-        cwd=REPO,
-        env=worker_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A process group of its own, as under systemd: tests can signal the whole group.
-        start_new_session=True,
-    )
-
-
 @pytest.fixture
 def workers() -> Iterator[Callable[..., Any]]:
     """Start worker subprocesses (``workers("--burst")``); any still running are killed after."""
-    from tests.processes import worker_processes
-
-    with worker_processes() as start:
+    with processes.worker_processes() as start:
         yield start
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -13,8 +16,49 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 import pytest
+from django.db import connection
 
-from .conftest import start_worker_process
+from tests.helpers import REPO
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """Environment for a worker subprocess that uses the suite's test database."""
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        OUTBOX_TEST_DATABASE_NAME=str(connection.settings_dict["NAME"]),
+        PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench")]),
+        PYTHONUNBUFFERED="1",
+        OUTBOX_TEST_PARENT_PID=str(os.getpid()),
+    )
+    env.update(extra)
+    return env
+
+
+#: Whether the running test may start worker processes: only tests marked ``process`` (or
+#: ``chaos``) may, so that every other test of a wing runs in this process alone. The root
+#: conftest sets it for each test.
+allowed = False
+
+
+def start_worker_process(*args: str, **env: str) -> subprocess.Popen[str]:
+    """Start ``manage.py run_outbox_worker ARGS`` against the test database."""
+    if not allowed:
+        raise RuntimeError(
+            "This test starts worker processes: mark it @pytest.mark.process (the unit tests "
+            "of a wing run in the test's own process)."
+        )
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "run_outbox_worker", *args],
+        cwd=REPO,
+        env=worker_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A process group of its own, as under systemd: tests can signal the whole group.
+        start_new_session=True,
+    )
+
 
 #: Settings for a worker whose lease expires soon after it dies, so its jobs are rescued fast.
 SHORT_LEASE = {"OUTBOX_TEST_LEASE_SECONDS": "2", "OUTBOX_TEST_HEARTBEAT_SECONDS": "0.5"}
@@ -129,3 +173,25 @@ def read_runs(log: Path) -> list[Run]:
 
 def runs_per_job(log: Path) -> Counter[int]:
     return Counter(run.job_id for run in read_runs(log))
+
+
+#: The supervisor's log line for each worker process it starts.
+STARTED = re.compile(r"started worker process number=(\d+) pid=(\d+)")
+
+
+def child_pids(worker) -> dict[int, int]:
+    """Worker process number -> its latest pid, from the supervisor's log."""
+    return {int(number): int(pid) for number, pid in STARTED.findall(worker.stderr)}
+
+
+def is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by a dead parent's successor) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

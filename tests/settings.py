@@ -40,7 +40,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_outbox",
     "tests.testapp",
-    # The models of the docs' examples (tests/test_docs.py runs them).
+    # The models of the docs' examples (tests/docs/test_docs.py runs them).
     "tests.docsapp",
     # bench/outbox_bench: the benchmark, whose command the suite checks runs (not how fast).
     "outbox_bench",
@@ -92,7 +92,7 @@ if os.environ.get("OUTBOX_TEST_PARENT_PID"):
 # A process test raises the prefetch of the worker processes it starts.
 if os.environ.get("OUTBOX_TEST_PREFETCH"):
     OUTBOX["PREFETCH"] = int(os.environ["OUTBOX_TEST_PREFETCH"])
-# A process test gives its workers a cron entry (tests/test_cron_processes.py).
+# A process test gives its workers a cron entry (tests/cron/test_processes.py).
 if os.environ.get("OUTBOX_TEST_CRON"):
     OUTBOX["CRON"] = {
         "every-minute": {"TASK": "tests.testapp.tasks.note_cron_tick", "SCHEDULE": "* * * * *"}

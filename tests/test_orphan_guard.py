@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from .processes import WorkerProcess
+from tests.processes import WorkerProcess
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 

@@ -287,7 +287,7 @@ def _floor(
         "atomic_noop_drain_per_s": floor.claim1_per_s,
     }
     if "atomic_drain_per_s" in figures:
-        # The share of its own SQL's floor an atomic drain that writes reaches (issue 12).
+        # The share of its own SQL's floor an atomic drain that writes reaches.
         figures["atomic_drain_vs_atomic_job_floor"] = measure.Figure(
             "atomic_drain_vs_atomic_job_floor",
             "x",

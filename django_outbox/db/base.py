@@ -45,11 +45,6 @@ class InsertedJobs:
     enqueued_at: datetime.datetime | None = None
 
 
-class _Duplicate(Exception):
-    def __init__(self, existing: int) -> None:
-        self.existing = existing
-
-
 class DatabaseQueries:
     """The worker's and bulk enqueue's SQL for one database, behind one interface.
 

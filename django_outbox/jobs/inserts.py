@@ -92,6 +92,8 @@ def insert_jobs(template: Job, payloads: Sequence[Any]) -> EnqueuedJobs:
     jobs_enqueued(using, [template.queue])
     if inserted.jobs is not None:
         return EnqueuedJobs.from_jobs(inserted.jobs)
+    # A database that does not build the jobs says when it enqueued them, to build them later.
+    assert inserted.enqueued_at is not None
     return EnqueuedJobs.from_rows(template, payloads, inserted.ids, inserted.enqueued_at, using)
 
 

@@ -1,5 +1,5 @@
 # An index for the pruner (finished jobs that others depend on), written only by the few jobs
-# in its condition (issue 9). (Halted jobs by queue, which stats reads too, came with 0011.)
+# in its condition. (Halted jobs by queue, which stats reads too, came with 0011.)
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-"""What the queue is doing, in numbers computed by the database (yoltq's stats).
+"""What the queue is doing, in numbers computed by the database.
 
 ``queue_stats()`` counts jobs by queue and status; ``processing_time_stats()`` describes how long
 recent successful jobs ran; ``retry_stats()`` how many recent jobs needed more than one attempt.
@@ -135,9 +135,8 @@ def processing_time_stats(
         "min": durations.shortest,
         "max": durations.longest,
     }
-    for percentile, value in zip(
-        PERCENTILES, durations.percentiles or [None] * len(PERCENTILES), strict=True
-    ):
+    values: list[float | None] = [*durations.percentiles] or [None] * len(PERCENTILES)
+    for percentile, value in zip(PERCENTILES, values, strict=True):
         stats[f"p{percentile}"] = value
     stats["sample"] = int(count)
     stats["estimated"] = rows.sampled

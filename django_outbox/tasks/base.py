@@ -270,22 +270,22 @@ class Task:
         # imported before the app registry is ready (a project's models.py may declare tasks).
         from ..jobs.inserts import insert_job
 
-        options = {**self.options, **options}
-        check_names(options, "enqueue()")
-        check_unique_options(options)
-        parents = dependency_ids(options.get("depends_on"))
-        if parents and options.get("fair_key") is not None:
+        merged: dict[str, Any] = {**self.options, **options}
+        check_names(merged, "enqueue()")
+        check_unique_options(merged)
+        parents = dependency_ids(merged.get("depends_on"))
+        if parents and merged.get("fair_key") is not None:
             raise EnqueueError(
                 "A job takes depends_on or fair_key, not both: fair jobs are claimed by round, "
                 "without waiting for other jobs."
             )
-        job = self._job(payload, options, with_payload=True)
+        job = self._job(payload, merged, with_payload=True)
         written = insert_job(
             job,
             parents=parents,
-            unique_key=options.get("unique_key"),
-            unique_while=options.get("unique_while", "pending"),
-            on_duplicate=options.get("on_duplicate", "return"),
+            unique_key=merged.get("unique_key"),
+            unique_while=merged.get("unique_while", "pending"),
+            on_duplicate=merged.get("on_duplicate", "return"),
         )
         if written is job and signals.job_enqueued.has_listeners():
             signals.send(signals.job_enqueued, self.declared, job=job)
@@ -304,8 +304,8 @@ class Task:
         """
         from ..jobs.inserts import insert_jobs  # See enqueue.
 
-        options = {**self.options, **options}
-        check_names(options, "enqueue_many()", batch=True)
+        merged: dict[str, Any] = {**self.options, **options}
+        check_names(merged, "enqueue_many()", batch=True)
         if isinstance(payloads, str | bytes | bytearray | dict):
             unit = {str: "character", bytes: "byte", bytearray: "byte"}.get(type(payloads), "key")
             raise EnqueueError(
@@ -321,7 +321,7 @@ class Task:
                 f"{type(payloads).__name__}."
             ) from None
         # The options are the same for every job: check them once.
-        template = self._job(None, options, with_payload=False)
+        template = self._job(None, merged, with_payload=False)
         encoded = []
         for index, payload in enumerate(payloads):
             try:

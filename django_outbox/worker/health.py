@@ -1,10 +1,10 @@
-"""Whether this process's workers are healthy (yoltq's ``healthy?``), and the rule behind it.
+"""Whether this process's workers are healthy, and the rule behind it.
 
 A worker is in error while its claims or its heartbeats fail with database errors (the loops
 that ``ErrorBackoff`` keeps going). It is unhealthy once it has been in error for longer than
 ``OUTBOX["HEALTH"]["ALLOWED_ERROR_SECONDS"]``, unless it started less than ``GRACE_SECONDS``
 ago: a database that fails for a moment, or a worker started while it restarts, is no reason
-for a liveness probe to kill the worker (as yoltq's grace period lets a rolling upgrade go
+for a liveness probe to kill the worker (the grace period lets a rolling upgrade go
 through). ``worker_unhealthy`` and ``worker_recovered`` are sent when a worker crosses the line.
 
 ``healthy()`` answers for the workers of this process; ``manage.py outbox_health`` answers for

@@ -1,5 +1,5 @@
-"""Retry pacing (yoltq's retry poller, which stops at the first failure): when a retried job
-fails again, the worker holds back the other due retries of its queue until its next poll.
+"""Retry pacing: when a retried job fails again, the worker holds back the other due retries of
+its queue until its next poll, as a retry poller that stops at the first failure would.
 
 The assumption: the retries of one queue share a downstream (an API, a mail server), and the
 one that just failed again says it is still down, so running the others now would only fail

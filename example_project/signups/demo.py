@@ -15,8 +15,8 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from django_outbox.models import Job, JobQuerySet, JobStatus
-from django_outbox.worker.runner import Outcome
 from django_outbox.worker.loop import Worker, WorkerStats
+from django_outbox.worker.runner import Outcome
 
 from .models import WelcomeEmail
 from .services import sign_up

@@ -1,2 +1,2 @@
 """Models the documentation's examples use: the reader's own project (orders, articles), which
-tests/docs_runner.py offers to the examples as ``shop.models`` and ``blog.models``."""
+tests/docs/runner.py offers to the examples as ``shop.models`` and ``blog.models``."""

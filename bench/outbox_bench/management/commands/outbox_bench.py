@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from django_outbox.management.commands.run_outbox_worker import non_negative_int, positive_int
+from django_outbox.management.arguments import non_negative_int, positive_int
 from outbox_bench.measure import using
 from outbox_bench.suite import PARTS, BenchConfig, format_table, run_bench
 

@@ -1,0 +1,61 @@
+"""Helpers of the fault-injection suite (``pytest -m chaos``; ``make chaos`` for the long run).
+
+``make test`` runs it at CI size; ``OUTBOX_CHAOS_SCALE=full`` runs the full sizes
+(10,000 jobs and 50 kills, 50,000 jobs on 4 x 8 threads, a 10 s database outage).
+``OUTBOX_CHAOS_REPORT=FILE`` appends each test's figures to FILE as JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from django.db.models import Count
+
+from django_outbox.models import Job, JobStatus
+from tests.testapp.models import Note
+
+FULL = os.environ.get("OUTBOX_CHAOS_SCALE") == "full"
+
+
+def scaled(ci: int, full: int) -> int:
+    return full if FULL else ci
+
+
+def report(test: str, **figures: Any) -> None:
+    """Record a test's figures for docs/reliability.md."""
+    path = os.environ.get("OUTBOX_CHAOS_REPORT")
+    if path:
+        with Path(path).open("a") as out:
+            out.write(
+                json.dumps({"test": test, "scale": "full" if FULL else "ci", **figures}) + "\n"
+            )
+
+
+def check_outcomes(atomic_ids: list[int], non_atomic_ids: list[int]) -> dict[str, int]:
+    """Assert every job succeeded, each atomic job's write committed once, and every duplicate
+    run of a non-atomic job is explained by a taken-back attempt. Return the figures."""
+    statuses = Counter(Job.objects.values_list("status", flat=True))
+    assert statuses == Counter({JobStatus.SUCCEEDED: len(atomic_ids) + len(non_atomic_ids)}), (
+        statuses
+    )
+    notes = dict(
+        Note.objects.values("job_id").annotate(count=Count("id")).values_list("job_id", "count")
+    )
+    atomic_twice = {job_id: notes.get(job_id, 0) for job_id in atomic_ids if notes.get(job_id) != 1}
+    assert not atomic_twice, f"atomic jobs whose write did not commit exactly once: {atomic_twice}"
+    attempts = dict(Job.objects.values_list("pk", "attempts"))
+    duplicates = 0
+    for job_id in non_atomic_ids:
+        runs = notes.get(job_id, 0)
+        assert 1 <= runs <= attempts[job_id], (job_id, runs, attempts[job_id])
+        duplicates += runs - 1
+    retaken = sum(1 for count in attempts.values() if count > 1)
+    return {
+        "duplicates": duplicates,
+        "jobs_retaken": retaken,
+        "max_attempts": max(attempts.values()),
+    }

@@ -1,0 +1,206 @@
+"""Leases: claims hold jobs for a while, heartbeats extend them, and stale owners are fenced."""
+
+import datetime
+import threading
+import uuid
+
+import pytest
+from django.utils import timezone
+
+from django_outbox.jobs.transitions import (
+    Failure,
+    extend_leases,
+    mark_succeeded,
+    record_failure,
+    release,
+    rescue_expired_leases,
+)
+from django_outbox.models import Job, JobStatus
+from django_outbox.worker.loop import Worker
+from django_outbox.worker.runner import Outcome
+from tests.helpers import run_worker
+from tests.processes import wait_until
+from tests.testapp import tasks
+from tests.testapp.models import Note
+from tests.worker.helpers import claim, expire
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_claim_sets_a_lease_in_database_time():
+    tasks.noop.enqueue({})
+    (job,) = claim(lease_seconds=30)
+    row = Job.objects.get(pk=job.id)
+    assert row.status == JobStatus.RUNNING
+    assert row.lease_token == job.lease_token
+    assert row.worker_id == "test-worker"
+    assert row.attempts == job.attempts == 1
+    assert row.lease_expires_at is not None
+    remaining = row.lease_expires_at - timezone.now()
+    assert datetime.timedelta(seconds=25) < remaining < datetime.timedelta(seconds=35)
+
+
+def test_writes_with_a_stale_token_change_nothing():
+    tasks.noop.enqueue({})
+    (job,) = claim()
+    new_owner = uuid.uuid4()
+    Job.objects.filter(pk=job.id).update(lease_token=new_owner)
+    assert mark_succeeded(job, "default") is False
+    failure = Failure(error="late", retry_in=0)
+    assert (
+        record_failure(
+            job_id=job.id,
+            lease_token=job.lease_token,
+            attempt=1,
+            worker_id="stale",
+            failure=failure,
+            history_limit=10,
+            using="default",
+        )
+        is None
+    )
+    assert extend_leases([job], 30, "default").lost == {job.id}
+    assert release([job], "default") == 0
+    row = Job.objects.get(pk=job.id)
+    assert (row.status, row.lease_token, row.errors, row.attempts) == (
+        JobStatus.RUNNING,
+        new_owner,
+        [],
+        1,
+    )
+
+
+@pytest.fixture
+def held_handler(settings):
+    """Start a one-thread worker; yield it once its handler is running and waiting."""
+    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 3, "HEARTBEAT_SECONDS": 0.2}
+    tasks.handler_started.clear()
+    tasks.handler_may_finish.clear()
+    tasks.lease_lost_seen.clear()
+    threads = []
+
+    def start(task):
+        job = task.enqueue({})
+        worker = Worker(burst=True, concurrency=1)
+        thread = threading.Thread(target=worker.run)
+        threads.append(thread)
+        thread.start()
+        assert tasks.handler_started.wait(10)
+        return job, worker
+
+    yield start
+    tasks.handler_may_finish.set()
+    for thread in threads:
+        thread.join(10)
+
+
+def test_heartbeats_extend_the_leases_of_running_jobs(held_handler):
+    # Non-atomic: an atomic handler on SQLite holds the write lock, and the test reads only.
+    job, _worker = held_handler(tasks.waits_for_test_non_atomic)
+    first = Job.objects.get(pk=job.pk).lease_expires_at
+    assert first is not None
+    wait_until(lambda: (Job.objects.get(pk=job.pk).lease_expires_at or first) > first)
+    tasks.handler_may_finish.set()
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)
+    assert tasks.lease_lost_seen == [False]
+
+
+def take_over(job_id):
+    """Do what another worker does after an expired lease: a new token, a new owner."""
+    new_owner = uuid.uuid4()
+    Job.objects.filter(pk=job_id).update(lease_token=new_owner, worker_id="new-owner")
+    return new_owner
+
+
+def assert_untouched_by_the_old_owner(job_id, new_owner):
+    row = Job.objects.get(pk=job_id)
+    assert (row.status, row.lease_token, row.worker_id, row.errors) == (
+        JobStatus.RUNNING,
+        new_owner,
+        "new-owner",
+        [],
+    )
+
+
+@pytest.mark.postgresql
+def test_a_handler_whose_lease_is_taken_away_has_its_writes_rolled_back(held_handler):
+    # PostgreSQL only: on SQLite the running atomic handler holds the database's only write
+    # lock, so nobody can take the job over mid-run (the next test covers fencing there).
+    job, worker = held_handler(tasks.waits_for_test)
+    new_owner = take_over(job.pk)
+    # The next heartbeat tells the handler.
+    wait_until(lambda: any(held.lease_lost for held in worker.held.all()))
+    tasks.handler_may_finish.set()
+    wait_until(lambda: worker.stats.outcomes[Outcome.LEASE_LOST] == 1)
+    assert tasks.lease_lost_seen == [True]
+    # The handler's note was rolled back, and the new owner's state is untouched.
+    assert not Note.objects.exists()
+    assert_untouched_by_the_old_owner(job.pk, new_owner)
+
+
+def test_a_non_atomic_handler_that_lost_its_lease_cannot_overwrite_the_new_owner(held_handler):
+    job, worker = held_handler(tasks.waits_for_test_non_atomic)
+    new_owner = take_over(job.pk)
+    wait_until(lambda: any(held.lease_lost for held in worker.held.all()))
+    tasks.handler_may_finish.set()
+    wait_until(lambda: worker.stats.outcomes[Outcome.LEASE_LOST] == 1)
+    assert tasks.lease_lost_seen == [True]
+    assert_untouched_by_the_old_owner(job.pk, new_owner)
+
+
+def test_expired_leases_are_taken_back_counting_the_attempt():
+    job = tasks.write_note.enqueue({"text": "second try"})
+    (claimed,) = claim(worker_id="crashed-worker")
+    expire(job.pk, attempts=1)
+    assert rescue_expired_leases("default", history_limit=10) == 1
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == JobStatus.RETRYING
+    assert row.lease_token is None
+    assert row.attempts == 1
+    assert "Lease expired: worker crashed-worker" in row.last_error
+    assert row.errors[0]["attempt"] == 1
+    # The vanished worker, were it to come back, is fenced out.
+    assert mark_succeeded(claimed, "default") is False
+    run_worker()
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == (JobStatus.SUCCEEDED, 2)
+    assert Note.objects.get().text == "second try"
+
+
+def test_an_expired_last_attempt_fails_the_job():
+    job = tasks.always_fails.enqueue({})  # max_attempts=3
+    claim()
+    expire(job.pk, attempts=3)
+    rescue_expired_leases("default", history_limit=10)
+    row = Job.objects.get(pk=job.pk)
+    assert row.status == JobStatus.FAILED
+    assert row.finished_at is not None
+
+
+def test_leases_not_yet_expired_are_left_alone():
+    tasks.noop.enqueue({})
+    claim(lease_seconds=30)
+    assert rescue_expired_leases("default", history_limit=10) == 0
+    assert Job.objects.running().count() == 1
+
+
+def test_the_worker_rescues_expired_leases_before_claiming():
+    job = tasks.noop.enqueue({})
+    claim(worker_id="crashed-worker")
+    expire(job.pk, attempts=1)
+    run_worker()
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts) == (JobStatus.SUCCEEDED, 2)
+
+
+def test_released_jobs_are_ready_again_as_if_never_claimed():
+    job = tasks.noop.enqueue({})
+    claimed = claim()
+    assert release(claimed, "default") == 1
+    row = Job.objects.get(pk=job.pk)
+    assert (row.status, row.attempts, row.lease_token, row.worker_id) == (
+        JobStatus.READY,
+        0,
+        None,
+        "",
+    )
