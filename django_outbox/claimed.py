@@ -8,6 +8,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .serialization import decode_stored
+
 _current_job: ContextVar[ClaimedJob | None] = ContextVar("django_outbox_current_job", default=None)
 
 
@@ -59,8 +61,6 @@ class ClaimedJob:
 
     def decode_payload(self) -> Any:
         """Decode the stored payload into ``payload``; raise if the row holds one it can't."""
-        from .serialization import decode_stored
-
         self.payload = decode_stored(self.stored_payload)
         if self.stored_resume_data is not None:
             self.resume_data = decode_stored(self.stored_resume_data)
@@ -69,8 +69,6 @@ class ClaimedJob:
     def decode_context(self) -> dict[str, Any] | None:
         """Decode the captured context variables into ``context``; None if none or unreadable
         (a job runs without a context it cannot read rather than fail for it)."""
-        from .serialization import decode_stored
-
         if self.stored_context is not None and self.context is None:
             try:
                 decoded = decode_stored(self.stored_context)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime
 
+from ..claimed import current_job
+from ..conf import get_settings
 from .entries import CronEntry, declared_entries
 from .expressions import CronExpression, CronExpressionError
 from .introspection import CronStatus, schedule
@@ -32,8 +34,6 @@ def current_tick() -> datetime.datetime | None:
     For handlers that must do their work once per tick, whatever the retries: key an
     external write on it. One query. Raise LookupError outside a handler (``current_job``).
     """
-    from ..claimed import current_job
-    from ..conf import get_settings
     from ..models import Job
 
     job = current_job()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conf import get_settings
+from ..tasks.registry import registered_tasks
 from .expressions import CronExpression, CronExpressionError
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,6 @@ class CronEntry:
 
 def task_entries() -> list[CronEntry]:
     """Return the entries of registered tasks declared with ``cron``."""
-    from ..tasks.registry import registered_tasks
-
     zone = get_settings().cron_timezone
     entries = []
     for task in registered_tasks():

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..conf import get_settings
+from ..exceptions import UnknownTaskError
+from ..tasks.registry import get_task
 from .entries import CronEntry, declared_entries
 from .scheduler import loaded, utc_now
 
@@ -90,9 +92,6 @@ def _status(
 
 
 def _task_queue(task_name: str) -> str | None:
-    from ..exceptions import UnknownTaskError
-    from ..tasks.registry import get_task
-
     try:
         return get_task(task_name).queue
     except UnknownTaskError:

@@ -26,7 +26,9 @@ from django.db import DatabaseError, connections
 from django.db.models import Q
 from django.utils import timezone
 
+from ..db import retry_while_locked, write_transaction
 from ..db.outage import ErrorBackoff
+from ..tasks.enqueue import enqueue
 from .entries import CronEntry
 from .expressions import UTC
 
@@ -81,9 +83,8 @@ def loaded(moment: datetime.datetime | None) -> datetime.datetime | None:
 
 
 def _model() -> type[CronState]:
-    # The model (and django_outbox.db, which imports models) are imported on use:
-    # @task(cron=...) imports this package, and a project's models.py may declare tasks
-    # before the app registry is ready.
+    # The model is imported on use: a project's tasks module may import this package, and its
+    # models.py may import the tasks module before the app registry is ready.
     from ..models import CronState
 
     return CronState
@@ -96,8 +97,6 @@ def enqueue_due(entries: Sequence[CronEntry], *, now: datetime.datetime, using: 
     entry whose enqueue fails otherwise (its task unknown to this deploy, a full queue, a
     payload its task refuses) is logged and its tick is left for the next pass.
     """
-    from ..db import retry_while_locked
-
     model = _model()
     rows = {
         state.name: state
@@ -161,9 +160,6 @@ def _enqueue_tick(
     entry: CronEntry, tick: datetime.datetime, now: datetime.datetime, using: str
 ) -> Job | None:
     """Enqueue ``entry``'s job for ``tick`` if no worker did; return it, or None."""
-    from ..db import write_transaction
-    from ..tasks.enqueue import enqueue
-
     model = _model()
     with write_transaction(using):
         # First, so that a racing worker waits here for this transaction and then finds

@@ -19,7 +19,7 @@ from ..conf import get_settings
 from ..db import retry_while_locked
 from ..exceptions import JobNotFound, JobStateError
 from ..models import FINISHED, Job, JobStatus
-from .transitions import RETAINED, RETRYABLE, prune_finished, retry_failed
+from .transitions import RETAINED, RETRYABLE, database_time_in, prune_finished, retry_failed
 
 #: How long the pruner pauses between batches: claims and completions get the locks in between.
 PRUNE_PAUSE = 0.05
@@ -102,8 +102,6 @@ def prune_candidates(
     older_than: float, statuses: Sequence[str] = FINISHED, *, using: str | None = None
 ) -> PruneCandidates:
     """Count what ``prune`` would delete now (a dry run); it may keep some with dependents."""
-    from .transitions import database_time_in
-
     retention = prune_retention(older_than, statuses)
     jobs = Job.objects.using(using or get_settings().database)
     expired = jobs.filter(

@@ -176,10 +176,10 @@ def _checked_run_at(run_at: datetime.datetime) -> datetime.datetime:
 
 def dependency_ids(depends_on: Any) -> list[int]:
     """Return the distinct ids ``depends_on`` names (a Job, an id, or an iterable of them)."""
-    from ..models import Job  # The model needs the app registry; this module must not.
-
     if depends_on is None:
         return []
+    from ..models import Job  # The model needs the app registry; this module must not.
+
     items = [depends_on] if isinstance(depends_on, Job | int | str) else depends_on
     try:
         items = list(items)

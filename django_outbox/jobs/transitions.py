@@ -19,9 +19,12 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..claimed import ClaimedJob
+from ..conf import get_settings
 from ..db import queries_for, write_transaction
 from ..db.partial_indexes import in_partial_index
 from ..models import FINISHED, Job, JobDependency, JobStatus
+from ..retry import RetryPolicy
+from .wakeups import jobs_made_ready
 
 #: Longest traceback kept per attempt; the start and the end (where the error is) are kept.
 TRACEBACK_LIMIT = 20_000
@@ -244,8 +247,6 @@ RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
 def retry_failed(jobs: models.QuerySet[Job]) -> int:
     """Make failed or cancelled jobs ready to run now, with one more attempt each. Return how
     many."""
-    from .wakeups import jobs_made_ready
-
     retryable = jobs.filter(status__in=RETRYABLE)
     queues = list(retryable.order_by().values_list("queue", flat=True).distinct())
     retried = retryable.update(
@@ -276,9 +277,6 @@ def rescue_expired_leases(
     late). Jobs are matched by token, never by worker id: a worker restarted under the same
     id (a systemd unit, a StatefulSet pod) must take back what its predecessor left.
     """
-    from ..conf import get_settings
-    from ..retry import RetryPolicy
-
     outbox_settings = get_settings()
     expired_jobs = Job.objects.using(using).expired_leases()
     if held_tokens:

@@ -97,7 +97,7 @@ def _database(using: str) -> Check:
     return Check(
         "database",
         "ok",
-        f"reachable ({connections[using].vendor}, {milliseconds:.0f} ms)",
+        f"reachable ({connections[using].display_name}, {milliseconds:.0f} ms)",
         {"milliseconds": round(milliseconds, 1)},
     )
 

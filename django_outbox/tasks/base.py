@@ -19,6 +19,7 @@ from django.db import connections
 from .. import signals
 from ..codecs import Codec, codec_at
 from ..conf import get_settings
+from ..db import queries_for
 from ..exceptions import (
     EnqueueError,
     InvalidTaskError,
@@ -27,6 +28,7 @@ from ..exceptions import (
     PayloadValidationError,
 )
 from ..jobs.context_variables import capture
+from ..jobs.inserts import insert_job, insert_jobs
 from ..jobs.options import (
     EnqueueOptions,
     check_job_options,
@@ -246,9 +248,14 @@ class Task:
         """Return a copy of this task whose jobs are enqueued with ``options`` by default.
 
         ``send_receipt.using(queue="emails", delay=60).enqueue(payload)``; options given to
-        ``enqueue`` itself still win. The copy runs, and sends signals, as this task.
+        ``enqueue`` itself still win. The copy runs, and sends signals, as this task. A delay
+        counts from each enqueue. Options of the wrong form raise here, as enqueue would.
         """
         check_names(options, "Task.using()")
+        check_job_options(options)
+        check_unique_options(options)
+        run_at_of(options.get("delay"), options.get("run_at"))
+        dependency_ids(options.get("depends_on"))
         changed = copy.copy(self)
         changed.options = {**self.options, **options}
         return changed
@@ -266,10 +273,6 @@ class Task:
 
         See ``django_outbox.enqueue`` for the options and what each guarantees.
         """
-        # Imported at the first enqueue: writing rows needs the model, and this module is
-        # imported before the app registry is ready (a project's models.py may declare tasks).
-        from ..jobs.inserts import insert_job
-
         merged: dict[str, Any] = {**self.options, **options}
         check_names(merged, "enqueue()")
         check_unique_options(merged)
@@ -302,8 +305,6 @@ class Task:
 
         See ``django_outbox.enqueue_many``.
         """
-        from ..jobs.inserts import insert_jobs  # See enqueue.
-
         merged: dict[str, Any] = {**self.options, **options}
         check_names(merged, "enqueue_many()", batch=True)
         if isinstance(payloads, str | bytes | bytearray | dict):
@@ -347,7 +348,8 @@ class Task:
         Without ``with_payload``, a template for ``enqueue_many``: the payload is left unset (each
         payload is checked and encoded on its own).
         """
-        from ..db import queries_for  # See enqueue.
+        # The model needs the app registry, and this module is imported before it is ready (a
+        # project's models.py may declare tasks).
         from ..models import Job
 
         # A Task's own name, and below its queue: @task() does not look for NUL characters.

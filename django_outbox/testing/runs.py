@@ -5,12 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.db import connections
 from django.db.models import F, TextField
 from django.db.models.functions import Cast, Greatest, Now
 
 from ..claimed import ClaimedJob
 from ..conf import get_settings
-from ..db.rows import claimed_jobs
+from ..db import queries_for
+from ..db.base import ClaimKind
+from ..db.rows import CLAIMS, claimed_jobs
 from ..exceptions import JobNotFound, JobStateError, OutboxError
 from ..jobs.transitions import database_time_in
 from ..models import CLAIMABLE, Job, JobStatus
@@ -83,12 +86,6 @@ def next_runnable(queue: str | None = None) -> int | None:
     only at the head of its key's line, a job only once its dependencies have succeeded; and
     fair jobs, by round, once no other job is runnable.
     """
-    from django.db import connections
-
-    from ..db import queries_for
-    from ..db.base import ClaimKind
-    from ..db.rows import CLAIMS
-
     connection = connections[get_settings().database]
     # Not now(): inside the test's transaction that is when it began, before the retries
     # and snoozes it scheduled "now" (the ORM writes those with the statement's time).

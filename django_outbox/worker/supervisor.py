@@ -22,6 +22,7 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
+from .loop import Worker
 from .stop_signals import ABORT_SIGNAL, on_supervised_signals
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ class WorkerOptions:
 
     def build_worker(self) -> Worker:
         """Return the Worker these options describe (after ``django.setup()``)."""
-        from .loop import Worker
-
         return Worker(
             queues=self.queues,
             concurrency=self.concurrency,
