@@ -22,7 +22,6 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from .loop import Worker
 from .stop_signals import ABORT_SIGNAL, on_supervised_signals
 
 if TYPE_CHECKING:
@@ -58,6 +57,10 @@ class WorkerOptions:
 
     def build_worker(self) -> Worker:
         """Return the Worker these options describe (after ``django.setup()``)."""
+        # Imported here: a child process unpickles these options, so imports this module,
+        # before django.setup(), and the worker's modules import the models.
+        from .loop import Worker
+
         return Worker(
             queues=self.queues,
             concurrency=self.concurrency,
