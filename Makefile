@@ -57,7 +57,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy django_outbox tests bench/outbox_bench bench/*.py
+	$(VENV)/bin/mypy django_outbox tests bench/outbox_bench bench/*.py tools
 	PYTHONPATH=bench DJANGO_SETTINGS_MODULE=tests.settings $(VENV)/bin/python -m django makemigrations --check --dry-run
 
 test-sqlite: install

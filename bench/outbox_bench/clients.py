@@ -19,9 +19,10 @@ def _client(kind: str, first: int, count: int, start: Barrier, finished: Any) ->
     import django
 
     django.setup()
-    from . import measure
+    # After django.setup(): the writes import the models.
+    from .writes import write_one
 
-    operation = measure.write_one(kind)
+    operation = write_one(kind)
     for number in range(first - WARM_UP, first):
         operation(number)
     start.wait()

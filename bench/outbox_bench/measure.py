@@ -8,7 +8,6 @@ and latencies use the database's and the system's monotonic clocks, not the benc
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import statistics
 import threading
@@ -21,21 +20,18 @@ from django.db import connections, transaction
 from django.db.models import Max, Min
 
 from django_outbox import enqueue_many
-from django_outbox.conf import get_settings
 from django_outbox.models import Job, JobQuerySet
 from django_outbox.tasks import Task
 from django_outbox.worker.supervisor import Supervisor, WorkerOptions
 
 from . import tasks as bench_tasks
+from .clients import rate_in_processes
 from .tables import bare_row_model, created, effect_model
 from .tasks import QUEUE, START_PORT_VARIABLE
+from .writes import WRITE_KINDS, rate_in_this_process, using
 
 #: The queue of the finished jobs inserted to measure a large table (never claimed).
 RETAINED_QUEUE = f"{QUEUE}-retained"
-
-
-def using() -> str:
-    return get_settings().database
 
 
 def bench_jobs() -> JobQuerySet:
@@ -98,89 +94,12 @@ class Figure:
 # Enqueue rates.
 
 
-#: The kinds of single-row write the enqueue figures compare, in the order they run.
-WRITE_KINDS = ("raw", "create", "enqueue")
-
-
-#: SQLite's clock, as Django's Now() reads it.
-_SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
-
-
-def _raw_insert_sql(vendor: str) -> str:
-    """The INSERT ``enqueue`` makes, as literal SQL for the driver (no ORM, no checks)."""
-    placeholder, now = ("%s", "now()") if vendor == "postgresql" else ("?", _SQLITE_NOW)
-    payload = f"{placeholder}::jsonb" if vendor == "postgresql" else placeholder
-    return f"""
-        INSERT INTO {Job._meta.db_table} (task_name, queue, payload, status, priority, run_at,
-            attempts, max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors)
-        VALUES ({placeholder}, {placeholder}, {payload}, 'ready', 0, {now}, 0, 1, '', {now},
-            '', '', '[]')
-        RETURNING id, run_at, enqueued_at
-    """
-
-
-def write_one(kind: str) -> Callable[[int], None]:
-    """Return a function that writes one row of ``kind`` in a transaction of its own.
-
-    ``enqueue``: a job, as a view would enqueue it. ``create``: a bare
-    ``Model.objects.create()`` of a row of the same width. ``raw``: the job's INSERT on the
-    driver's cursor of Django's connection between BEGIN and COMMIT: the database's own cost,
-    with the job table's indexes and trigger, and no Python of Django's or ours.
-    """
-    db = using()
-    if kind == "enqueue":
-
-        def enqueue_one(number: int) -> None:
-            with transaction.atomic(using=db):
-                bench_tasks.noop.enqueue({"n": number})
-
-        return enqueue_one
-    if kind == "raw":
-        connection = connections[db]
-        sql = _raw_insert_sql(connection.vendor)
-        task_name = bench_tasks.noop.name
-
-        def insert_one(number: int) -> None:
-            connection.ensure_connection()
-            cursor = connection.connection.cursor()
-            try:
-                cursor.execute("BEGIN")
-                cursor.execute(sql, (task_name, QUEUE, json.dumps({"n": number})))
-                cursor.fetchall()
-                cursor.execute("COMMIT")
-            finally:
-                cursor.close()
-
-        return insert_one
-    bare_row = bare_row_model()
-
-    def create_one(number: int) -> None:
-        with transaction.atomic(using=db):
-            bare_row._default_manager.using(db).create(
-                task_name=bench_tasks.noop.name, queue=QUEUE, payload={"n": number}, max_attempts=1
-            )
-
-    return create_one
-
-
-def rate_in_this_process(kind: str, count: int) -> float:
-    operation = write_one(kind)
-    for number in range(-20, 0):
-        operation(number)
-    started = time.perf_counter()
-    for number in range(count):
-        operation(number)
-    return count / (time.perf_counter() - started)
-
-
 def measure_enqueue(count: int, clients: int) -> dict[str, float]:
     """Return writes/s of each of WRITE_KINDS, one per transaction, from ``clients`` processes.
 
     With one client, in this process. The kinds run in alternating blocks, so that all see the
     same machine; each figure is the median of its blocks.
     """
-    from .clients import rate_in_processes
-
     rates: dict[str, list[float]] = {kind: [] for kind in WRITE_KINDS}
     with created(bare_row_model(), using()):
         for _ in range(3):

@@ -12,6 +12,7 @@ from . import measure
 from . import tasks as bench_tasks
 from .floor import FloorUnavailable, measure_floor
 from .tables import created, effect_model
+from .writes import using
 
 #: Every part of the bench, in the order it runs.
 PARTS = (
@@ -86,7 +87,7 @@ def meets(value: float, comparison: str, target: float) -> bool:
 
 def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]:
     """Measure every part of ``config.parts``; return the figures (medians and runs)."""
-    vendor = connections[measure.using()].vendor
+    vendor = connections[using()].vendor
     figures: dict[str, measure.Figure] = {}
 
     def figure(name: str, unit: str) -> measure.Figure:
@@ -117,7 +118,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
             measure.running_workers(
                 config.processes, config.concurrency, config.prefetch
             ) as workers,
-            created(effect_model(), measure.using()),
+            created(effect_model(), using()),
         ):
             for run in range(1, config.runs + 1):
                 if "drain" in parts:
@@ -263,7 +264,7 @@ def _stats(
 def _floor(
     config: BenchConfig, figures: dict[str, measure.Figure], log: Callable[[str], None]
 ) -> dict[str, Any] | None:
-    settings = connections[measure.using()].settings_dict
+    settings = connections[using()].settings_dict
     conninfo = {
         key: str(settings[name])
         for key, name in (

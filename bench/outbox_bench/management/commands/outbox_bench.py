@@ -12,8 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from django_outbox.management.arguments import non_negative_int, positive_int
-from outbox_bench.measure import using
 from outbox_bench.suite import PARTS, BenchConfig, format_table, run_bench
+from outbox_bench.writes import using
 
 
 class Command(BaseCommand):
