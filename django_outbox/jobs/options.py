@@ -32,7 +32,8 @@ class EnqueueOptions(TypedDict, total=False):
     time, in order; ``depends_on`` (jobs or ids) must all succeed first; ``unique_key`` (with
     ``unique_while`` "pending" or "unfinished", and ``on_duplicate`` "return" or "raise")
     keeps a second job with the key from being written; jobs with a ``fair_key`` are served key
-    by key in turn. ``django_outbox.enqueue`` says each in full.
+    by key in turn; ``limit_key`` names whose share of per-key concurrency caps and rate limits
+    the job uses (by default its ``fair_key``). ``django_outbox.enqueue`` says each in full.
     """
 
     delay: datetime.timedelta | float | None
@@ -45,6 +46,7 @@ class EnqueueOptions(TypedDict, total=False):
     unique_while: str
     on_duplicate: str
     fair_key: str | None
+    limit_key: str | None
 
 
 #: Every option's name.
@@ -84,7 +86,11 @@ def check_job_options(options: Mapping[str, Any]) -> None:
         raise EnqueueError(problem)
     if priority is not None and (problem := priority_error(priority)):
         raise EnqueueError(problem)
-    if problem := key_error("lock", lock) or key_error("fair_key", fair_key):
+    if problem := (
+        key_error("lock", lock)
+        or key_error("fair_key", fair_key)
+        or key_error("limit_key", options.get("limit_key"))
+    ):
         raise EnqueueError(problem)
     if fair_key is not None and lock is not None:
         raise EnqueueError(
