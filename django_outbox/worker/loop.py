@@ -273,7 +273,12 @@ class Worker:
                 )
                 if self.burst and idle_before_claim and not claimed:
                     resume = self._pacing.seconds_to_resume()
-                    if limited:
+                    token_soon = self._limited_wait is not None and (
+                        self._limited_wait <= self.poll_seconds
+                    )
+                    if limited and token_soon:
+                        # A rate's next token is near: a burst drains rate-limited jobs too
+                        # (a long pause, or a cap other workers fill, ends it).
                         resume = min(resume or self.poll_seconds, self._limited_retry_in())
                     if resume is None:
                         break
