@@ -446,11 +446,17 @@ def sends_invoice(payload):
 
 def _record_span(task_name, payload, label=""):
     """Run for the payload's seconds, then note the run's start and end (the wall clock, the
-    same for every process of this host) and the jobs of the task running at its start."""
+    same for every process of this host) and the jobs of the task running at its start (their
+    leases unexpired)."""
+    from django.db.models.functions import Now
+
     from django_outbox.models import Job
 
     started = time.time()
-    running = Job.objects.filter(task_name=task_name, status="running").count()
+    # Jobs whose worker may still run them: a dead worker's stop counting when leases expire.
+    running = Job.objects.filter(
+        task_name=task_name, status="running", lease_expires_at__gt=Now()
+    ).count()
     time.sleep(float((payload or {}).get("seconds", 0.0)))
     Note.objects.create(
         text=f"span {started:.6f} {time.time():.6f} {running} {label}".strip(),
