@@ -70,7 +70,7 @@ class _Use:
         return self.by_scope[scope]
 
 
-def _running(using: str) -> _Use:
+def running_use(using: str) -> _Use:
     rows = (
         Job.objects.using(using)
         # Along outbox_job_lease: running jobs are few, however many wait.
@@ -177,7 +177,9 @@ def claim_limited(
     # Keep this transaction short: it holds the limits' rows (on SQLite, the write lock).
     with queries.write_transaction(connection):
         now = queries.database_seconds(connection)
-        held_back = _held_back(_running(using), _Buckets(_blocked_states(using, now), now), claim)
+        held_back = _held_back(
+            running_use(using), _Buckets(_blocked_states(using, now), now), claim
+        )
         window = max(WINDOW_MIN, WINDOW_PER_JOB * count)
         candidates = queries.limited_candidates(
             connection, queues, paused_retries, held_back, window
@@ -188,7 +190,7 @@ def claim_limited(
         counted = {limit.scope for found in limits.values() for limit in found}
         locked = _locked_states(using, counted) if counted else []
         # Under the locks, the counts include every claim that held them before.
-        use = _running(using)
+        use = running_use(using)
         paused_rows = _blocked_states(using, now)
         buckets = _Buckets([*paused_rows, *locked], now)
         locked_scopes = {_state(row) for row in locked}

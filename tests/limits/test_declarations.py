@@ -27,7 +27,7 @@ def test_a_rate_is_starts_per_period(text, count, period):
 
 @pytest.mark.parametrize("text", ["10", "10/", "/s", "10/x", "0/s", "-1/s", "10/0s", "1/2d"])
 def test_a_rate_that_says_nothing_clear_is_refused(text):
-    with pytest.raises(ValueError, match="rate|count|period"):
+    with pytest.raises(ValueError, match=r"rate|count|period"):
         parse_rate(text)
 
 
