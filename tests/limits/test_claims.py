@@ -21,6 +21,12 @@ def claim(count=50, worker="w", queues=None):
     return claim_limited("default", worker, queues, count, 30)
 
 
+def keys_of(jobs, column="limit_key"):
+    """The limit (or fair) keys of claimed ``jobs``, sorted."""
+    ids = [job.id for job in jobs]
+    return sorted(str(key) for key in Job.objects.filter(pk__in=ids).values_list(column, flat=True))
+
+
 def running(task):
     return Job.objects.filter(task_name=task.name, status=JobStatus.RUNNING).count()
 
@@ -69,11 +75,7 @@ def test_a_cap_per_key_applies_to_each_key_and_not_to_jobs_without_one():
     for key in ("a", "b"):
         tasks.capped_per_key.enqueue_many([{"key": key}] * 5, limit_key=key)
     tasks.capped_per_key.enqueue_many([{}] * 3)
-    claimed = claim().jobs
-    keys = Job.objects.filter(pk__in=[job.id for job in claimed]).values_list(
-        "limit_key", flat=True
-    )
-    assert sorted(keys) == ["", "", "", "a", "a", "b", "b"]
+    assert keys_of(claim().jobs) == ["", "", "", "a", "a", "b", "b"]
 
 
 def test_under_a_fair_key_a_capped_tenant_does_not_hold_up_the_others():
@@ -90,9 +92,7 @@ def test_under_a_fair_key_a_capped_tenant_does_not_hold_up_the_others():
 def test_under_a_fair_key_keys_still_take_turns():
     for key in ("a", "b", "c"):
         tasks.capped_per_key.enqueue_many([{"key": key}] * 3, fair_key=key)
-    claimed = claim(count=3).jobs
-    keys = Job.objects.filter(pk__in=[job.id for job in claimed]).values_list("fair_key", flat=True)
-    assert sorted(keys) == ["a", "b", "c"]
+    assert keys_of(claim(count=3).jobs, "fair_key") == ["a", "b", "c"]
 
 
 def test_a_rate_takes_a_bucket_of_starts_then_waits_for_tokens():
@@ -103,6 +103,7 @@ def test_a_rate_takes_a_bucket_of_starts_then_waits_for_tokens():
     assert empty.jobs == []
     assert empty.held_back
     # One token every 12 s.
+    assert empty.retry_in is not None
     assert 11 < empty.retry_in <= 12
     # A minute later, the bucket holds 5 tokens again, and no more.
     LimitState.objects.filter(name=tasks.rated.name).update(refilled_at=0)
@@ -133,11 +134,7 @@ def test_a_queues_cap_counts_every_task_of_the_queue():
 def test_a_queues_rate_per_key():
     for account in ("a", "b"):
         tasks.noop.using(queue="mail").enqueue_many([{}] * 4, limit_key=account)
-    claimed = claim().jobs
-    keys = Job.objects.filter(pk__in=[job.id for job in claimed]).values_list(
-        "limit_key", flat=True
-    )
-    assert sorted(keys) == ["a", "a", "b", "b"]
+    assert keys_of(claim().jobs) == ["a", "a", "b", "b"]
 
 
 def test_the_claim_honours_its_queues():

@@ -49,7 +49,7 @@ def test_a_killed_workers_places_are_taken_again_only_once_its_leases_expire(wor
     doomed.wait(timeout=15)
     # No heartbeat extends them now: the first place frees when the first of them expires.
     leases = Job.objects.filter(status=JobStatus.RUNNING).values_list("lease_expires_at", flat=True)
-    first_expiry = min(leases).timestamp()
+    first_expiry = min(lease.timestamp() for lease in leases if lease is not None)
     wait_until(
         lambda: Job.objects.filter(pk__in=quick.ids, status=JobStatus.SUCCEEDED).count() == 3,
         timeout=30,

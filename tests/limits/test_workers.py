@@ -55,6 +55,7 @@ def test_rate_limited_pauses_the_key_and_snoozes_the_job_without_using_an_attemp
     pause = LimitState.objects.get(name=tasks.throttled_by_service.name, key="acct")
     claim = claim_limited("default", "w", None, 10, 30)
     assert claim.jobs == []
+    assert claim.retry_in is not None
     assert 25 < claim.retry_in <= 30
     assert pause.paused_until is not None
 
