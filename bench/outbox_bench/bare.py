@@ -40,9 +40,7 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _process(
-    ids: list[int], threads: int, with_update: bool, start: Barrier, results: Any
-) -> None:
+def _process(ids: list[int], threads: int, with_update: bool, start: Barrier, results: Any) -> None:
     import django
 
     django.setup()
@@ -102,7 +100,7 @@ def measure_bare_floor(
     try:
         start.wait(timeout=120)
         started = time.monotonic()
-        ends, cpu = zip(*(results.get(timeout=600) for _ in workers))
+        ends, cpu = zip(*(results.get(timeout=600) for _ in workers), strict=True)
     finally:
         for worker in workers:
             worker.join(30)
