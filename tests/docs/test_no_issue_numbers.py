@@ -16,14 +16,16 @@ from tests.docs.markdown_blocks import REPO
 #: "issue 8", "Issue 13", "issues 8 and 9", "issue #9", "(issue 9, item 4)", "item 3 of issue 8".
 ISSUE_NUMBER = re.compile(r"\bissues?(?:\s+#?|#)\d+|\bitem\s+\d+\s+of\b", re.IGNORECASE)
 
-#: Where text is read: the docs site and the README, and every source file of the package, its
-#: tests, the bench and the tools (comments, docstrings and messages alike).
+#: Where text is read: the docs site, the README and the changelog, and every source file of the
+#: package, its tests, the bench, the tools and the example project (comments, docstrings and
+#: messages alike).
 CHECKED = [
     REPO / "README.md",
+    REPO / "CHANGELOG.md",
     *(REPO / "docs").rglob("*.md"),
     *(
         path
-        for folder in ("django_outbox", "tests", "bench", "tools")
+        for folder in ("django_outbox", "tests", "bench", "tools", "example_project")
         for pattern in ("*.py", "*.html", "*.md", "*.txt")
         for path in (REPO / folder).rglob(pattern)
     ),
