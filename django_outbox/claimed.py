@@ -55,6 +55,10 @@ class ClaimedJob:
     error: BaseException | None = field(default=None, repr=False)
     _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
     _cancel_requested: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Since when (time.monotonic()) the heartbeat has found the job's row locked by another
+    # transaction, and whether it told that the lease ran out meanwhile (None, False: free).
+    row_locked_since: float | None = field(default=None, repr=False)
+    expiry_reported: bool = field(default=False, repr=False)
     # Set by the runner once the handler returned or raised: the outcome is being recorded, and
     # the runner itself notices a lost lease from then on.
     handler_done: bool = field(default=False, repr=False)

@@ -1,0 +1,69 @@
+"""A row lock held by another transaction holds back only its own job, never the worker.
+
+An operator's ``SELECT ... FOR UPDATE`` in psql, or an application's long transaction around
+``cancel()``, locks a job's row while a worker runs the job. PostgreSQL only: SQLite has no
+row locks (its one write lock is bounded by the busy timeout).
+"""
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from django_outbox.models import Job, JobStatus
+from django_outbox.worker.runner import Outcome
+from tests.processes import wait_until
+from tests.testapp import tasks
+from tests.worker.helpers import lease_of, row_locked
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgresql]
+
+
+@pytest.fixture
+def short_leases(settings):
+    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 3, "HEARTBEAT_SECONDS": 0.2}
+    tasks.handler_started.clear()
+    tasks.handler_may_finish.clear()
+    tasks.lease_lost_seen.clear()
+    yield
+    tasks.handler_may_finish.set()
+
+
+def test_a_locked_row_holds_back_no_other_lease(short_leases, worker_thread):
+    locked, other = (tasks.waits_for_test_non_atomic.enqueue({}) for _ in range(2))
+    worker = worker_thread(concurrency=2)
+    wait_until(lambda: len(worker.held.running()) == 2)
+    with row_locked(locked.pk):
+        # Past the lease: the other job's lease goes on being extended meanwhile.
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            assert lease_of(other.pk) > timezone.now()
+            time.sleep(0.2)
+        assert lease_of(locked.pk) < timezone.now()
+        # The locked job is still this worker's: its lease is not counted as lost.
+        assert not any(job.lease_lost for job in worker.held.all())
+    # Free again: its lease is extended at the next beat.
+    wait_until(lambda: lease_of(locked.pk) > timezone.now())
+    tasks.handler_may_finish.set()
+    wait_until(lambda: worker.stats.outcomes[Outcome.SUCCEEDED] == 2)
+    assert tasks.lease_lost_seen == [False, False]
+    assert set(Job.objects.values_list("status", "attempts")) == {(JobStatus.SUCCEEDED, 1)}
+
+
+def test_a_job_whose_row_stays_locked_past_its_lease_is_reported(
+    short_leases, worker_thread, caplog
+):
+    job = tasks.waits_for_test_non_atomic.enqueue({})
+    worker = worker_thread(concurrency=1)
+    wait_until(lambda: len(worker.held.running()) == 1)
+    with row_locked(job.pk):
+        wait_until(lambda: "lease expired while its row was locked" in caplog.text, timeout=10)
+        error, _ago = worker.health.last_error()
+        assert f"Job {job.pk}'s row has been locked by another transaction" in error
+        # Not a database error of the worker's: restarting it would not free the row.
+        assert worker.health.in_error_for() is None
+    wait_until(lambda: "row free again" in caplog.text)
+    assert lease_of(job.pk) > timezone.now()
+    tasks.handler_may_finish.set()
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)
+    assert tasks.lease_lost_seen == [False]
