@@ -67,3 +67,54 @@ def test_a_job_whose_row_stays_locked_past_its_lease_is_reported(
     tasks.handler_may_finish.set()
     wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)
     assert tasks.lease_lost_seen == [False]
+
+
+def test_cancel_inside_a_long_transaction_ends_the_attempt_cancelled_at_commit(
+    short_leases, worker_thread
+):
+    import django_outbox
+    from django.db import transaction
+
+    from tests.testapp.models import Note
+
+    job = tasks.waits_for_test.enqueue({})
+    later = tasks.noop.using(delay=1).enqueue({})
+    worker = worker_thread(concurrency=2)
+    wait_until(lambda: len(worker.held.running()) == 1)
+    with transaction.atomic():
+        assert django_outbox.cancel(job) == django_outbox.Cancellation.REQUESTED
+        # The handler returns while the request is not yet committed: its success mark waits
+        # for the row, and the rest of the worker goes on.
+        tasks.handler_may_finish.set()
+        wait_until(lambda: Job.objects.get(pk=later.pk).status == JobStatus.SUCCEEDED)
+        time.sleep(1)
+        assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.CANCELLED)
+    row = Job.objects.get(pk=job.pk)
+    assert row.errors[-1]["event"] == "cancelled"
+    assert "cancel() was requested during this attempt" in row.errors[-1]["error"]
+    assert "its writes were rolled back" in row.errors[-1]["error"]
+    assert not Note.objects.filter(job_id=job.pk).exists()
+    wait_until(lambda: worker.stats.outcomes[Outcome.CANCELLED] == 1)
+
+
+def test_a_cancel_committed_before_the_completer_marks_the_job_ends_it_cancelled(
+    short_leases, worker_thread
+):
+    import django_outbox
+    from django.db import transaction
+
+    job = tasks.waits_for_test_non_atomic.enqueue({})
+    worker = worker_thread(concurrency=1)
+    wait_until(lambda: len(worker.held.running()) == 1)
+    with transaction.atomic():
+        assert django_outbox.cancel(job) == django_outbox.Cancellation.REQUESTED
+        tasks.handler_may_finish.set()
+        # The completer passes over the locked row, and tries it again later.
+        wait_until(lambda: not worker.held.running())
+        time.sleep(0.5)
+        assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.CANCELLED)
+    row = Job.objects.get(pk=job.pk)
+    assert row.errors[-1]["event"] == "cancelled"
+    assert row.errors[-1]["error"].endswith("its effects stand.")
