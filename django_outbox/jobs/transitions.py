@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, models
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -23,7 +23,7 @@ from ..conf import get_settings
 from ..db import queries_for, write_transaction
 from ..db.base import Heartbeat, held_rows
 from ..db.partial_indexes import in_partial_index
-from ..models import FINISHED, Job, JobDependency, JobStatus
+from ..models import FINISHED, Job, JobDependency, JobStatus, WorkerProcess
 from ..retry import RetryPolicy
 from .wakeups import jobs_made_ready
 
@@ -286,6 +286,28 @@ def retry_failed(jobs: models.QuerySet[Job]) -> int:
     return retried
 
 
+#: A worker whose registry row was written within this many heartbeats is alive (beating).
+LIVE_HEARTBEATS = 2
+
+
+def _live_holder(using: str, heartbeat_seconds: float) -> models.QuerySet[WorkerProcess]:
+    """The registry row of the worker instance that claimed the outer job, if it beats.
+
+    Such a worker extends the leases of every job it holds at each beat: when one of them
+    expired all the same, another transaction has held the job's row locked (see
+    ``DatabaseQueries.extend_leases``), and the worker will extend it once the row is free.
+    Taking the job back would run it twice while its handler still runs. A worker restarted
+    under the same id started after the job's attempt did, so its predecessor's jobs are
+    taken back. Two heartbeats (a lease spans at least three) keep a killed worker's jobs from
+    waiting longer than their lease.
+    """
+    return WorkerProcess.objects.using(using).filter(
+        worker_id=OuterRef("worker_id"),
+        started_at__lte=OuterRef("started_at"),
+        last_heartbeat_at__gt=database_time_in(-LIVE_HEARTBEATS * heartbeat_seconds),
+    )
+
+
 def rescue_expired_leases(
     using: str,
     history_limit: int,
@@ -302,7 +324,11 @@ def rescue_expired_leases(
     id (a systemd unit, a StatefulSet pod) must take back what its predecessor left.
     """
     outbox_settings = get_settings()
-    expired_jobs = Job.objects.using(using).expired_leases()
+    expired_jobs = (
+        Job.objects.using(using)
+        .expired_leases()
+        .exclude(Exists(_live_holder(using, outbox_settings.heartbeat_seconds)))
+    )
     if held_tokens:
         expired_jobs = expired_jobs.exclude(lease_token__in=list(held_tokens))
     # One transaction: the row locks keep two rescuers (or a late heartbeat) off these jobs.

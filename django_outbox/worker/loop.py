@@ -244,6 +244,9 @@ class Worker:
         self._start_threads()
         signals.send(signals.worker_started, Worker, worker=self)
         try:
+            # Registered before the first claim: a worker stuck from its start (its first
+            # statements waiting on a lock) is seen by outbox_health and the dashboard.
+            self._registration.beat()
             self._rescue_before_claiming()
             while not self._stopping.is_set():
                 self._wake.clear()

@@ -8,12 +8,16 @@ row locks (its one write lock is bounded by the busy timeout).
 import time
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
+import django_outbox
+from django_outbox.jobs.transitions import rescue_expired_leases
 from django_outbox.models import Job, JobStatus
 from django_outbox.worker.runner import Outcome
 from tests.processes import wait_until
 from tests.testapp import tasks
+from tests.testapp.models import Note
 from tests.worker.helpers import lease_of, row_locked
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgresql]
@@ -72,11 +76,6 @@ def test_a_job_whose_row_stays_locked_past_its_lease_is_reported(
 def test_cancel_inside_a_long_transaction_ends_the_attempt_cancelled_at_commit(
     short_leases, worker_thread
 ):
-    import django_outbox
-    from django.db import transaction
-
-    from tests.testapp.models import Note
-
     job = tasks.waits_for_test.enqueue({})
     later = tasks.noop.using(delay=1).enqueue({})
     worker = worker_thread(concurrency=2)
@@ -101,9 +100,6 @@ def test_cancel_inside_a_long_transaction_ends_the_attempt_cancelled_at_commit(
 def test_a_cancel_committed_before_the_completer_marks_the_job_ends_it_cancelled(
     short_leases, worker_thread
 ):
-    import django_outbox
-    from django.db import transaction
-
     job = tasks.waits_for_test_non_atomic.enqueue({})
     worker = worker_thread(concurrency=1)
     wait_until(lambda: len(worker.held.running()) == 1)
@@ -118,3 +114,19 @@ def test_a_cancel_committed_before_the_completer_marks_the_job_ends_it_cancelled
     row = Job.objects.get(pk=job.pk)
     assert row.errors[-1]["event"] == "cancelled"
     assert row.errors[-1]["error"].endswith("its effects stand.")
+
+
+def test_a_lease_that_ran_out_while_its_row_was_locked_is_not_taken_back(
+    short_leases, worker_thread
+):
+    job = tasks.waits_for_test_non_atomic.enqueue({})
+    worker = worker_thread(concurrency=1)
+    wait_until(lambda: len(worker.held.running()) == 1)
+    with row_locked(job.pk):
+        wait_until(lambda: lease_of(job.pk) < timezone.now(), timeout=10)
+    # Another worker's heartbeat, at once after the lock went: the holder still beats.
+    assert rescue_expired_leases("default", history_limit=10) == 0
+    tasks.handler_may_finish.set()
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)
+    assert tasks.lease_lost_seen == [False]
+    assert Job.objects.get(pk=job.pk).attempts == 1
