@@ -60,6 +60,11 @@ WORKER_LOCK_WAIT_MAX_SECONDS = 5.0
 WORKER_LOCK_WAIT_MIN_SECONDS = 1.0
 
 
+def application_name_of(worker_id: str) -> str:
+    """The name a worker gives its own connections (PostgreSQL keeps 63 bytes of it)."""
+    return f"outbox {worker_id}".encode()[:63].decode(errors="ignore")
+
+
 def worker_lock_wait_seconds(heartbeat_seconds: float) -> float:
     """How long a worker beating every ``heartbeat_seconds`` lets its own statements wait
     for a lock: at most a heartbeat (a lease spans at least three), within the bounds above."""
@@ -272,11 +277,15 @@ class DatabaseQueries:
     def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
         """Set up a worker thread's connection (once per connection or process)."""
 
-    def bound_lock_waits(self, connection: BaseDatabaseWrapper, seconds: float) -> None:
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
         """Make every statement on ``connection``, a connection that runs only the worker's
         own statements, wait at most ``seconds`` for another transaction's lock (once per
         connection). The lock error that follows is a database error like any other: the
-        loop that ran it backs off and tries again.
+        loop that ran it backs off and tries again. Where the database lists its sessions,
+        the connection is named after ``worker_id`` (``application_name_of``), so that
+        ``outbox_health`` can tell what a late worker waits for.
 
         This default serves SQLite, whose only wait, for the write lock, is bounded by the
         busy timeout already (Django's ``OPTIONS["timeout"]``, 5 s by default).

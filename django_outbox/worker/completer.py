@@ -43,6 +43,7 @@ class Completer:
         retry_seconds: float = 1.0,
         lock_wait_seconds: float | None = None,
         history_limit: int | None = None,
+        worker_id: str = "",
     ) -> None:
         self.using = using
         self.on_recorded = on_recorded
@@ -53,6 +54,7 @@ class Completer:
         # How long its statements wait for a lock (None: as the connection says).
         self.lock_wait_seconds = lock_wait_seconds
         self.history_limit = history_limit
+        self.worker_id = worker_id
         # Set when the last batch left jobs whose rows another transaction locked: they are
         # tried again after ``retry_seconds``, not every few milliseconds.
         self._rows_locked = False
@@ -123,7 +125,9 @@ class Completer:
         try:
             if self.lock_wait_seconds is not None:
                 connection = connections[self.using]
-                queries_for(connection).bound_lock_waits(connection, self.lock_wait_seconds)
+                queries_for(connection).bound_lock_waits(
+                    connection, self.lock_wait_seconds, self.worker_id
+                )
             marked = retry_while_locked(
                 lambda: mark_many_succeeded(batch, self.using), give_up_after=30
             )

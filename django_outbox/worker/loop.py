@@ -142,6 +142,7 @@ class Worker:
             self._record_completed,
             lock_wait_seconds=self.lock_wait_seconds,
             history_limit=self.history_limit,
+            worker_id=self.worker_id,
         )
         # Attempts by queue and minute, for the dashboard's charts (written at heartbeats).
         self.activity = ActivityCounter()
@@ -348,7 +349,7 @@ class Worker:
         connection = connections[self.using]
         queries = queries_for(connection)
         queries.prepare_worker_connection(connection)
-        queries.bound_lock_waits(connection, self.lock_wait_seconds)
+        queries.bound_lock_waits(connection, self.lock_wait_seconds, self.worker_id)
         paused = self._pacing.paused()
 
         jobs: list[ClaimedJob] = []

@@ -125,7 +125,7 @@ class Maintenance:
         """Let no statement of this thread wait long for a lock (see ``worker_lock_wait``)."""
         connection = connections[self.using]
         queries_for(connection).bound_lock_waits(
-            connection, worker_lock_wait_seconds(self.heartbeat_seconds)
+            connection, worker_lock_wait_seconds(self.heartbeat_seconds), self.worker_id
         )
 
     def _beat(self) -> None:

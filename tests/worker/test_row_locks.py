@@ -7,13 +7,15 @@ row locks (its one write lock is bounded by the busy timeout).
 
 import time
 
+import psycopg
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 import django_outbox
 from django_outbox.jobs.transitions import rescue_expired_leases
-from django_outbox.models import Job, JobStatus
+from django_outbox.models import Job, JobStatus, WorkerProcess
+from django_outbox.stats.probes import check_health
 from django_outbox.worker.runner import Outcome
 from tests.processes import wait_until
 from tests.testapp import tasks
@@ -130,3 +132,23 @@ def test_a_lease_that_ran_out_while_its_row_was_locked_is_not_taken_back(
     wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)
     assert tasks.lease_lost_seen == [False]
     assert Job.objects.get(pk=job.pk).attempts == 1
+
+
+def test_a_worker_stuck_on_a_lock_from_its_start_is_registered_and_reported_late(
+    short_leases, worker_thread
+):
+    """Held up before its first claim (a migration holds the job table), the worker is in the
+    registry all the same, and outbox_health tells that its heartbeat is late."""
+    params = connection.get_connection_params()
+    with psycopg.connect(**params) as migration:
+        migration.execute(f"LOCK TABLE {Job._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+        worker = worker_thread(concurrency=1)
+        wait_until(lambda: WorkerProcess.objects.filter(pk=worker.worker_id).exists())
+        # Every statement of the worker on the job table gives up after a second and backs
+        # off; its heartbeat, which extends leases first, cannot write its row meanwhile.
+        wait_until(
+            lambda: any("heartbeat late" in check.message for check in check_health().checks),
+            timeout=15,
+        )
+        migration.rollback()
+    wait_until(lambda: not any(c.status != "ok" for c in check_health().checks), timeout=15)

@@ -17,7 +17,14 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...claimed import ClaimedJob
 from ...models import CLAIMABLE, Job, JobStatus
-from ..base import ClaimKind, DatabaseQueries, Heartbeat, InsertedJobs, Result
+from ..base import (
+    ClaimKind,
+    DatabaseQueries,
+    Heartbeat,
+    InsertedJobs,
+    Result,
+    application_name_of,
+)
 from ..fair_rounds import ROUNDS_SQL, rounds_params
 from ..outage import ErrorBackoff
 from ..rows import CLAIM_COLUMNS, CLAIMS, SPECIAL_WAITING, claimed_jobs
@@ -454,14 +461,24 @@ class PostgreSQLQueries(DatabaseQueries):
         in_error = _psycopg().pq.TransactionStatus.INERROR
         return bool(driver_connection.info.transaction_status == in_error)
 
-    def bound_lock_waits(self, connection: BaseDatabaseWrapper, seconds: float) -> None:
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
         """Set the session's ``lock_timeout`` (once per connection): a connection of the
-        worker's own never waits longer than ``seconds`` for a row or table lock."""
+        worker's own never waits longer than ``seconds`` for a row or table lock. Name the
+        session after the worker (``application_name``, seen in ``pg_stat_activity``)."""
         connection.ensure_connection()
         driver_connection = connection.connection
         milliseconds = max(1, int(seconds * 1000))
         if _bounded_connections.get(driver_connection) != milliseconds:
-            self.execute(connection, f"SET lock_timeout = {milliseconds}", ())
+            name = application_name_of(worker_id) if worker_id else None
+            self.execute(
+                connection,
+                "SELECT set_config('lock_timeout', %s, false), "
+                "set_config('application_name', COALESCE(%s, current_setting('application_name')),"
+                " false)",
+                (str(milliseconds), name),
+            )
             _bounded_connections[driver_connection] = milliseconds
 
     @contextmanager
