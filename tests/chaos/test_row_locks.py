@@ -39,6 +39,7 @@ def test_a_row_locked_past_its_lease_stalls_no_worker_and_runs_no_job_twice(work
         what="a job to run",
     )
     victim = Job.objects.filter(status=JobStatus.RUNNING).values_list("pk", flat=True).first()
+    assert victim is not None
     began = time.monotonic()
     with row_locked(victim):
         done_before = Job.objects.filter(status=JobStatus.SUCCEEDED).count()
