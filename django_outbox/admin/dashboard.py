@@ -86,9 +86,7 @@ def _worker(worker: Registered) -> dict[str, Any]:
     if worker.stale:
         state = _("stale: no heartbeat for %(age)s") % {"age": duration_text(worker.heartbeat_age)}
     elif worker.late:
-        state = _("heartbeat late: last %(age)s ago") % {
-            "age": duration_text(worker.heartbeat_age)
-        }
+        state = _("heartbeat late: last %(age)s ago") % {"age": duration_text(worker.heartbeat_age)}
     elif worker.in_error_for is not None:
         state = _("in error for %(age)s") % {"age": duration_text(worker.in_error_for)}
     else:
