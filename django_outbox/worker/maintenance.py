@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: The pruner runs at most this often (or every heartbeat, if that is longer).
+PRUNE_EVERY_SECONDS = 1.0
+
 
 class Maintenance:
     """Extend this worker's leases, take back other workers' expired ones, prune old jobs."""
@@ -73,13 +76,33 @@ class Maintenance:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for name, what, work, max_delay, source in (
-            ("outbox-heartbeat", "heartbeat", self._beat, 10.0, HEARTBEAT),
-            ("outbox-watchdog", "watching running jobs", self._watch, 10.0, None),
-            ("outbox-pruner", "pruning finished jobs", self._prune_batches, 60.0, None),
+        # Finished jobs are kept for hours or days: pruning more often than every
+        # PRUNE_EVERY_SECONDS would only add statements to an idle worker's load.
+        prune_every = max(self.heartbeat_seconds, PRUNE_EVERY_SECONDS)
+        for name, what, work, max_delay, source, every in (
+            ("outbox-heartbeat", "heartbeat", self._beat, 10.0, HEARTBEAT, self.heartbeat_seconds),
+            (
+                "outbox-watchdog",
+                "watching running jobs",
+                self._watch,
+                10.0,
+                None,
+                self.heartbeat_seconds,
+            ),
+            (
+                "outbox-pruner",
+                "pruning finished jobs",
+                self._prune_batches,
+                60.0,
+                None,
+                prune_every,
+            ),
         ):
             thread = threading.Thread(
-                target=self._repeat, args=(what, work, max_delay, source), name=name, daemon=True
+                target=self._repeat,
+                args=(what, work, max_delay, source, every),
+                name=name,
+                daemon=True,
             )
             thread.start()
             self._threads.append(thread)
@@ -90,9 +113,15 @@ class Maintenance:
             self._threads.append(thread)
 
     def _repeat(
-        self, what: str, work: Callable[[], None], max_delay: float, source: str | None
+        self,
+        what: str,
+        work: Callable[[], None],
+        max_delay: float,
+        source: str | None,
+        every: float,
     ) -> None:
-        """Call ``work`` every heartbeat until the worker stops, riding out database errors.
+        """Call ``work`` every ``every`` seconds until the worker stops, riding out database
+        errors.
 
         Its errors and successes count in the worker's health as ``source``'s, if given.
         """
@@ -105,7 +134,7 @@ class Maintenance:
             health=self.health if source else None,
             source=source or "",
         )
-        wait = self.heartbeat_seconds
+        wait = every
         try:
             while not self.done.wait(wait):
                 try:
@@ -115,7 +144,7 @@ class Maintenance:
                     wait = errors.failed(exc)
                 else:
                     errors.succeeded()
-                    wait = self.heartbeat_seconds
+                    wait = every
         finally:
             connection.close()
 

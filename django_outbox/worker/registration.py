@@ -96,7 +96,8 @@ class Registration:
         delete silent workers' rows and old activity. On a database error, log and go on."""
         try:
             self._briefly(self._write)
-            if self.activity is not None:
+            # Only with something to write: an idle worker's beats stay one statement.
+            if self.activity is not None and self.activity.has_counts():
                 self._briefly(partial(self.activity.write, self.using))
             if time.monotonic() >= self._next_cleanup:
                 self._next_cleanup = time.monotonic() + CLEANUP_EVERY

@@ -484,12 +484,22 @@ class PostgreSQLQueries(DatabaseQueries):
     @contextmanager
     def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
         """Wait at most ``seconds`` for row locks (``lock_timeout``) within the block."""
-        self.execute(connection, f"SET lock_timeout = {int(seconds * 1000)}", ())
+        milliseconds = max(1, int(seconds * 1000))
+        driver_connection = connection.connection
+        bound = None if driver_connection is None else _bounded_connections.get(driver_connection)
+        if bound is not None and bound <= milliseconds:
+            # The worker's bound on this connection is as short already: no statement to add.
+            yield
+            return
+        self.execute(connection, f"SET lock_timeout = {milliseconds}", ())
         try:
             yield
         finally:
             # Back to the connection's bound, if the worker set one; else the default.
-            bound = _bounded_connections.get(connection.connection)
+            driver_connection = connection.connection
+            bound = (
+                None if driver_connection is None else _bounded_connections.get(driver_connection)
+            )
             try:
                 if bound is None:
                     self.execute(connection, "RESET lock_timeout", ())
