@@ -57,6 +57,10 @@ class ClaimedJob:
     # each, built with its lock for every claimed job, was a sixth of a worker's busy time).
     _lease_lost: bool = field(default=False, repr=False)
     _cancel_requested: bool = field(default=False, repr=False)
+    # Since when (time.monotonic()) the heartbeat has found the job's row locked by another
+    # transaction, and whether it told that the lease ran out meanwhile (None, False: free).
+    row_locked_since: float | None = field(default=None, repr=False)
+    expiry_reported: bool = field(default=False, repr=False)
     # Set by the runner once the handler returned or raised: the outcome is being recorded, and
     # the runner itself notices a lost lease from then on.
     handler_done: bool = field(default=False, repr=False)
