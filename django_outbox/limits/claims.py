@@ -137,7 +137,14 @@ def _held_back(use: _Use, buckets: _Buckets, claim: LimitedClaim) -> HeldBack:
 
 def _blocked_states(using: str, now: float) -> list[LimitState]:
     """The limits' rows that may hold jobs back: paused, or low on tokens."""
-    return list(LimitState.objects.using(using).filter(Q(paused_until__gt=now) | Q(tokens__lt=1)))
+    return list(
+        LimitState.objects.using(using)
+        .filter(Q(paused_until__gt=now) | Q(tokens__lt=1))
+        # Along the unique index: the worker's claim connection plans without sequential
+        # scans (PostgreSQL), and a "disabled" scan of a table without a usable index costs
+        # so much that the query would be JIT-compiled.
+        .order_by("kind", "name", "key")
+    )
 
 
 def _locked_states(using: str, scopes: set[Scope]) -> list[LimitState]:
@@ -177,9 +184,8 @@ def claim_limited(
     # Keep this transaction short: it holds the limits' rows (on SQLite, the write lock).
     with queries.write_transaction(connection):
         now = queries.database_seconds(connection)
-        held_back = _held_back(
-            running_use(using), _Buckets(_blocked_states(using, now), now), claim
-        )
+        blocked = _blocked_states(using, now)
+        held_back = _held_back(running_use(using), _Buckets(blocked, now), claim)
         window = max(WINDOW_MIN, WINDOW_PER_JOB * count)
         candidates = queries.limited_candidates(
             connection, queues, paused_retries, held_back, window
@@ -189,10 +195,10 @@ def claim_limited(
         limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
         counted = {limit.scope for found in limits.values() for limit in found}
         locked = _locked_states(using, counted) if counted else []
-        # Under the locks, the counts include every claim that held them before.
+        # Under the locks, the counts include every claim that held them before. (Pauses
+        # come from the first read: one written since holds jobs back from the next claim.)
         use = running_use(using)
-        paused_rows = _blocked_states(using, now)
-        buckets = _Buckets([*paused_rows, *locked], now)
+        buckets = _Buckets([*blocked, *locked], now)
         locked_scopes = {_state(row) for row in locked}
         chosen = _choose(candidates, limits, use, buckets, locked_scopes, count, claim)
         if not chosen:
