@@ -6,11 +6,11 @@ Run from ``example_project/``, as ``make bench`` runs ``outbox_bench`` (the data
         DJANGO_SETTINGS_MODULE=outbox_bench.settings ../.venv/bin/python ../bench/limits.py \
         [cap|rate|tenants|drain ...]
 
-- ``cap``: 4 processes x 8 threads run 50 ms jobs of a task capped at 3 for ``--seconds``; the
-  handlers note each run's start and end; the most running at once, sampled every 10 ms and
-  exactly (a sweep of the starts and ends), without kills and with 20 SIGKILLs of worker
-  processes spread over the run (a killed handler's run ends at its kill; the supervisor starts
-  the process again; leases of 2 s).
+- ``cap``: 4 processes x 8 threads run 50 ms jobs of a task capped at 3 (``--seconds`` of work
+  at the cap); the handlers note each run's start and end; the most running at once, sampled
+  every 10 ms and exactly (a sweep of the starts and ends). ``kills``: the same with 20
+  SIGKILLs of worker processes spread over the run (a killed handler's run ends at its kill;
+  the supervisor starts the process again; leases of 2 s).
 - ``rate``: 3,000 jobs of a task limited to ``5/100ms`` (50 starts/s, bursts of 5) run by 4 x 8
   workers; starts per 10 s window, and the largest excess over the rate in any stretch of time
   (starts - 50/s x its length), which the bucket bounds at 5.
@@ -98,7 +98,9 @@ def bench_cap(seconds: float, kills: int) -> None:
                 time.sleep(
                     max(0.0, started + (number + 1) * seconds / (kills + 1) - time.monotonic())
                 )
-                pids = list(workers.supervisor.pids)
+                # A process killed just before may not have been started again yet.
+                while not (pids := list(workers.supervisor.pids)):
+                    time.sleep(0.1)
                 pid = random.choice(pids)
                 killed.setdefault(pid, []).append(time.time())
                 os.kill(pid, signal.SIGKILL)
@@ -201,7 +203,7 @@ def bench_drain(rounds: int, count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("figures", nargs="*", default=["cap", "rate", "tenants", "drain"])
+    parser.add_argument("figures", nargs="*", default=["cap", "kills", "rate", "tenants", "drain"])
     parser.add_argument("--seconds", type=float, default=40.0, help="the cap's run")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--rate-jobs", type=int, default=3000)
@@ -212,6 +214,7 @@ def main() -> None:
     for figure in arguments.figures:
         if figure == "cap":
             bench_cap(arguments.seconds, 0)
+        elif figure == "kills":
             bench_cap(arguments.seconds, arguments.kills)
         elif figure == "rate":
             bench_rate(arguments.rate_jobs)

@@ -130,8 +130,8 @@ def _depth(using: str) -> list[tuple[str, str, int, datetime.datetime | None]]:
     """(queue, status, jobs, oldest due run_at) of the jobs not finished, in one query.
 
     Each arm's filter is the condition of the partial index it reads, so that the planner may
-    use it: the claim's two (waiting jobs without and with a fair key), the lease index
-    (running) and the halted one.
+    use it: the claims' three (waiting jobs without and with a fair key, limited jobs), the
+    lease index (running) and the halted one.
     """
     jobs = Job.objects.using(using).order_by()
 
@@ -145,11 +145,14 @@ def _depth(using: str) -> list[tuple[str, str, int, datetime.datetime | None]]:
             count=Count("pk"), oldest_due=oldest_due
         )
 
-    waiting = grouped(jobs.filter(status__in=CLAIMABLE, fair_key__isnull=True), due=True)
-    fair = grouped(jobs.filter(status__in=CLAIMABLE, fair_key__isnull=False), due=True)
+    claimable = jobs.filter(status__in=CLAIMABLE)
+    unlimited = claimable.filter(limit_key__isnull=True)
+    waiting = grouped(unlimited.filter(fair_key__isnull=True), due=True)
+    fair = grouped(unlimited.filter(fair_key__isnull=False), due=True)
+    limited = grouped(claimable.filter(limit_key__isnull=False), due=True)
     running = grouped(jobs.filter(status=JobStatus.RUNNING), due=False)
     halted = grouped(jobs.filter(status=JobStatus.HALTED), due=False)
-    return list(waiting.union(fair, running, halted, all=True).order_by())
+    return list(waiting.union(fair, limited, running, halted, all=True).order_by())
 
 
 def _activity(using: str, window: Window, now: datetime.datetime) -> dict[str, Activity]:
