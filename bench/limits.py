@@ -56,10 +56,10 @@ def read_spans(path: Path, kills: dict[int, list[float]]) -> list[tuple[float, f
             started[key] = float(at)
         else:
             runs.append((started.pop(key), float(at)))
-    for (pid, _job), start in started.items():
-        ends = [killed for killed in kills.get(pid, []) if killed >= start]
+    for (process, _job), start in started.items():
+        ends = [killed for killed in kills.get(process, []) if killed >= start]
         if not ends:
-            raise RuntimeError(f"a run of process {pid} has no end and its process was not killed")
+            raise RuntimeError(f"a run of process {process} has no end and it was not killed")
         runs.append((start, min(ends)))
     return runs
 
@@ -152,14 +152,16 @@ def bench_tenants(rounds: int) -> None:
     from django.db.models import Max, Min
     from outbox_bench import measure
     from outbox_bench import tasks as bench_tasks
+    from outbox_bench.tasks import QUEUE
+    from outbox_bench.writes import using
 
     jobs = measure.bench_jobs()
     taken: dict[bool, list[float]] = {False: [], True: []}
     with measure.running_workers(4, 8, 0):
         for _ in range(rounds):
             for big in (False, True):
-                measure.delete_jobs_of(measure.QUEUE)
-                with transaction.atomic(using=measure.using()):
+                measure.delete_jobs_of(QUEUE)
+                with transaction.atomic(using=using()):
                     if big:
                         bench_tasks.tenant_paced.enqueue_many([{}] * 10_000, fair_key="big")
                     for tenant in range(99):
@@ -173,7 +175,7 @@ def bench_tenants(rounds: int) -> None:
                 span = others.aggregate(first=Min("started_at"), last=Max("finished_at"))
                 first_start = jobs.aggregate(first=Min("started_at"))["first"]
                 taken[big].append((span["last"] - first_start).total_seconds())
-                measure.delete_jobs_of(measure.QUEUE)
+                measure.delete_jobs_of(QUEUE)
     alone, beside = statistics.median(taken[False]), statistics.median(taken[True])
     print(
         f"99 tenants x 20 jobs of 5 ms, capped at 2 per tenant, 4 x 8 threads: {alone:.2f} s "
@@ -192,11 +194,11 @@ def bench_drain(rounds: int, count: int) -> None:
             for limited in (False, True):
                 task = bench_tasks.noop_limited if limited else bench_tasks.noop
                 rates[limited].append(measure.drain(count, task))
-    plain, limited = statistics.median(rates[False]), statistics.median(rates[True])
+    plain, capped = statistics.median(rates[False]), statistics.median(rates[True])
     print(
         f"drain of {count:,} no-op jobs, 2 x 8 threads, --prefetch 100: {plain:,.0f} jobs/s "
-        f"without limits, {limited:,.0f} under a cap and rate not reached "
-        f"({limited / plain:.2f}x; medians of {rounds}: "
+        f"without limits, {capped:,.0f} under a cap and rate not reached "
+        f"({capped / plain:.2f}x; medians of {rounds}: "
         f"{[round(r) for r in rates[False]]} vs {[round(r) for r in rates[True]]})"
     )
 
