@@ -136,6 +136,9 @@ class DatabaseQueries:
     #: Whether a PLAIN claim is cheaper than a FULL one (``ClaimPolicy``); where it is not,
     #: every claim of jobs that are not fair is full.
     plain_claims: ClassVar[bool] = False
+    #: Whether a ``write_transaction`` holds the only write lock from its start (SQLite): what
+    #: it reads stays true until it commits.
+    one_writer: ClassVar[bool] = False
     #: The driver's placeholder in the SQL ``execute`` runs, and the database's clock as the
     #: claim compares ``run_at`` with it (for statements shared by both databases).
     placeholder: ClassVar[str]

@@ -154,10 +154,26 @@ def _locked_states(using: str, scopes: set[Scope]) -> list[LimitState]:
     wait for a later claim.
     """
     ordered = sorted(scopes)
-    LimitState.objects.using(using).bulk_create(
-        [LimitState(kind=s.kind, name=s.name, key=s.key) for s in ordered],
-        ignore_conflicts=True,
-    )
+    known = _known_rows.setdefault(using, set())
+    _create(using, [scope for scope in ordered if scope not in known])
+    locked = _lock(using, ordered)
+    if len(locked) < len(ordered):
+        # Rows deleted since this process created them (by hand, or a test's flush).
+        _create(using, ordered)
+        locked = _lock(using, ordered)
+    known.update(_state(row) for row in locked)
+    return locked
+
+
+def _create(using: str, scopes: list[Scope]) -> None:
+    if scopes:
+        LimitState.objects.using(using).bulk_create(
+            [LimitState(kind=s.kind, name=s.name, key=s.key) for s in scopes],
+            ignore_conflicts=True,
+        )
+
+
+def _lock(using: str, ordered: list[Scope]) -> list[LimitState]:
     matching = Q()
     for scope in ordered:
         matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
@@ -167,6 +183,11 @@ def _locked_states(using: str, scopes: set[Scope]) -> list[LimitState]:
         .filter(matching)
         .order_by("kind", "name", "key")
     )
+
+
+#: The limits' rows known to exist, by database alias: a claim creates only the others (in
+#: steady state, one statement locks the rows). The outbox never deletes them.
+_known_rows: dict[str, set[Scope]] = {}
 
 
 def claim_limited(
@@ -185,7 +206,8 @@ def claim_limited(
     with queries.write_transaction(connection):
         now = queries.database_seconds(connection)
         blocked = _blocked_states(using, now)
-        held_back = _held_back(running_use(using), _Buckets(blocked, now), claim)
+        use = running_use(using)
+        held_back = _held_back(use, _Buckets(blocked, now), claim)
         window = max(WINDOW_MIN, WINDOW_PER_JOB * count)
         candidates = queries.limited_candidates(
             connection, queues, paused_retries, held_back, window
@@ -195,9 +217,11 @@ def claim_limited(
         limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
         counted = {limit.scope for found in limits.values() for limit in found}
         locked = _locked_states(using, counted) if counted else []
-        # Under the locks, the counts include every claim that held them before. (Pauses
-        # come from the first read: one written since holds jobs back from the next claim.)
-        use = running_use(using)
+        # Under the locks, the counts include every claim that held them before (where this
+        # transaction holds the only write lock, they did already). Pauses come from the first
+        # read: one written since holds jobs back from the next claim.
+        if not queries.one_writer:
+            use = running_use(using)
         buckets = _Buckets([*blocked, *locked], now)
         locked_scopes = {_state(row) for row in locked}
         chosen = _choose(candidates, limits, use, buckets, locked_scopes, count, claim)

@@ -106,6 +106,7 @@ _wal_databases: set[str] = set()
 
 class SQLiteQueries(DatabaseQueries):
     vendor: ClassVar[str] = "sqlite"
+    one_writer: ClassVar[bool] = True
     placeholder: ClassVar[str] = "?"
     due_by: ClassVar[str] = DUE_BY
 
