@@ -8,9 +8,10 @@ In one short transaction on the worker's connection:
    capped key's backlog does not hide the jobs behind it.
 2. Read candidates in the claim's order (fair ones by round).
 3. Lock the rows of the capped and rate-limited scopes among them (``LimitState``), in one
-   order, creating those missing. Claims of one limit take turns here across every worker and
-   host; claims of other limits do not wait. (SQLite's write lock, taken at BEGIN, serializes
-   every claim anyway.)
+   order, creating those missing. Claims of one whole task's or queue's limit take turns here
+   across every worker and host; a key's row held by another claim is skipped (that claim is
+   choosing the key's jobs), so claims spread over keys instead of queueing. (SQLite's write
+   lock, taken at BEGIN, serializes every claim anyway.)
 4. Count again under the locks (a claim that held them has committed), refill each bucket,
    and choose candidates in order while each of their limits has room and a token.
 5. Claim the chosen jobs by id; take one token per job claimed from each of its buckets.
@@ -157,12 +158,20 @@ def _locked_states(using: str, scopes: set[Scope]) -> list[LimitState]:
     known = _known_rows.setdefault(using, set())
     _create(using, [scope for scope in ordered if scope not in known])
     locked = _lock(using, ordered)
-    if len(locked) < len(ordered):
+    if len(locked) < len(ordered) and _missing(using, ordered, locked):
         # Rows deleted since this process created them (by hand, or a test's flush).
         _create(using, ordered)
         locked = _lock(using, ordered)
     known.update(_state(row) for row in locked)
     return locked
+
+
+def _missing(using: str, ordered: list[Scope], locked: list[LimitState]) -> bool:
+    """Whether some rows of ``ordered`` do not exist (rather than being another claim's)."""
+    matching = Q()
+    for scope in ordered:
+        matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
+    return LimitState.objects.using(using).filter(matching).count() < len(ordered)
 
 
 def _create(using: str, scopes: list[Scope]) -> None:
@@ -174,15 +183,23 @@ def _create(using: str, scopes: list[Scope]) -> None:
 
 
 def _lock(using: str, ordered: list[Scope]) -> list[LimitState]:
-    matching = Q()
-    for scope in ordered:
-        matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
-    return list(
-        LimitState.objects.using(using)
-        .select_for_update()
-        .filter(matching)
-        .order_by("kind", "name", "key")
-    )
+    """Lock the rows of ``ordered``: a whole task's or queue's waiting for other claims (every
+    candidate of it needs the row), a key's skipping those another claim holds (it is choosing
+    that key's jobs now; this one takes other keys' meanwhile, on databases that can skip)."""
+    locked: list[LimitState] = []
+    for keyed in (False, True):
+        matching = Q()
+        for scope in ordered:
+            if bool(scope.key) == keyed:
+                matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
+        if matching:
+            locked += (
+                LimitState.objects.using(using)
+                .select_for_update(skip_locked=keyed)
+                .filter(matching)
+                .order_by("kind", "name", "key")
+            )
+    return locked
 
 
 #: The limits' rows known to exist, by database alias: a claim creates only the others (in
