@@ -11,9 +11,9 @@ Run from ``example_project/``, as ``make bench`` runs ``outbox_bench`` (the data
   every 10 ms and exactly (a sweep of the starts and ends). ``kills``: the same with 20
   SIGKILLs of worker processes spread over the run (a killed handler's run ends at its kill;
   the supervisor starts the process again; leases of 2 s).
-- ``rate``: 3,000 jobs of a task limited to ``5/100ms`` (50 starts/s, bursts of 5) run by 4 x 8
+- ``rate``: 3,000 jobs of a task limited to ``10/200ms`` (50 starts/s, bursts of 10) run by 4 x 8
   workers; starts per 10 s window, and the largest excess over the rate in any stretch of time
-  (starts - 50/s x its length), which the bucket bounds at 5.
+  (starts - 50/s x its length), which the bucket bounds at 10.
 - ``tenants``: 99 tenants of 20 jobs of 5 ms each, fair and capped at 2 per tenant, alone and
   beside a tenant of 10,000 such jobs; how long the 99 tenants' jobs take (first start to their
   last end), alternated.
@@ -139,11 +139,11 @@ def bench_rate(count: int, processes: int) -> None:
         windows[int((start - first) // 10)] = windows.get(int((start - first) // 10), 0) + 1
     full = [windows[w] / 10 for w in sorted(windows) if (w + 1) * 10 <= starts[-1] - first]
     print(
-        f"rate 5/100ms (50/s), {processes} x 8 threads, {count} jobs: starts/s per full 10 s "
+        f"rate 10/200ms (50/s), {processes} x 8 threads, {count} jobs: starts/s per full 10 s "
         f"window: {', '.join(f'{rate:.1f}' for rate in full)}; worst window "
         f"{max(abs(rate - 50) for rate in full) / 50 * 100:.1f}% from 50/s; largest excess "
         f"over the rate in any stretch: {excess_over(starts, 50):.2f} handler starts, "
-        f"{excess_over(claims, 50):.2f} claims (bucket 5)"
+        f"{excess_over(claims, 50):.2f} claims (bucket 10)"
     )
 
 

@@ -70,9 +70,9 @@ def capped(payload: dict[str, float]) -> None:
     _note("end")
 
 
-@task(name="outbox_bench.rated", queue=QUEUE, atomic=False, max_attempts=1, rate_limit="5/100ms")
+@task(name="outbox_bench.rated", queue=QUEUE, atomic=False, max_attempts=1, rate_limit="10/200ms")
 def rated(payload: Any) -> None:
-    """At most 50 starts a second, in bursts of at most 5: note each start."""
+    """At most 50 starts a second, in bursts of at most 10: note each start."""
     _note("start")
 
 

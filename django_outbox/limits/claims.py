@@ -239,6 +239,8 @@ def claim_limited(
         # read: one written since holds jobs back from the next claim.
         if not queries.one_writer:
             use = running_use(using)
+            # The clock read before waiting for the locks may be behind the last refill.
+            now = queries.database_seconds(connection)
         buckets = _Buckets([*blocked, *locked], now)
         locked_scopes = {_state(row) for row in locked}
         chosen = _choose(candidates, limits, use, buckets, locked_scopes, count, claim)
@@ -316,5 +318,6 @@ def _take_tokens(
     for scope, taken in spent.items():
         row = buckets.rows[scope]
         row.tokens = buckets.tokens(rated[scope]) - taken
-        row.refilled_at = buckets.now
+        # Never back in time: a later refill would count the same seconds twice.
+        row.refilled_at = max(buckets.now, row.refilled_at or buckets.now)
         row.save(using=using, update_fields=["tokens", "refilled_at"])
