@@ -105,9 +105,13 @@ def claim_sql(queue_filter: str, kind: ClaimKind) -> str:
     return CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
 
 
-#: The limited claim's last step: the jobs it chose, by id, if still runnable.
-CLAIM_CHOSEN_SQL = CLAIM_SQL.format(
-    queue_filter="", pick="\n      AND id = ANY(%(ids)s)", order=CLAIM_ORDER
+#: The limited claim's last step: the jobs it chose, by id, if still runnable. Its transaction
+#: may have waited for the limits' locks: the lease and the start count from this statement,
+#: not from the transaction's start (now()).
+CLAIM_CHOSEN_SQL = (
+    CLAIM_SQL.format(queue_filter="", pick="\n      AND id = ANY(%(ids)s)", order=CLAIM_ORDER)
+    .replace("lease_expires_at = now()", "lease_expires_at = statement_timestamp()")
+    .replace("started_at = now()", "started_at = statement_timestamp()")
 )
 
 
