@@ -111,7 +111,7 @@ _ATTEMPTS_ATTRIBUTE = "outbox_max_attempts"
 #: Set on the exception of a return value that is not JSON: the attempt fails for good.
 _NOT_RETRIED = "outbox_not_retried"
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = TypeVar("_F")
 
 
 class UnknownDjangoTask(OutboxError, InvalidTask):
@@ -206,9 +206,9 @@ class OutboxBackend(BaseTaskBackend):
                 id="django_outbox.E041",
             )
         for queue in sorted(self.queues, key=str):
-            if problem := queue_name_error(queue):
+            if queue_problem := queue_name_error(queue):
                 yield Error(
-                    f"{where}['QUEUES'] names a queue no outbox job can have: {problem}",
+                    f"{where}['QUEUES'] names a queue no outbox job can have: {queue_problem}",
                     hint="Every enqueue of a task on it would fail; rename the queue.",
                     id="django_outbox.E042",
                 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Case, CharField, QuerySet, When
+from django.db.models import Case, CharField, Q, QuerySet, When
 from django.db.models.fields.json import KeyTextTransform
 
 #: The outbox tasks every Django task's job is a job of: atomic (the default), or not
@@ -53,6 +53,12 @@ def with_path(jobs: QuerySet[Any], path: str) -> QuerySet[Any]:
         task_name__in=TASK_NAMES, django_task_filtered=path
     )
     return filtered
+
+
+def of_task(name: str) -> Q:
+    """The jobs of the outbox task named ``name``, or of the Django task whose module path
+    ``name`` is: the two never meet, as a Django task's jobs are all of TASK_NAMES."""
+    return Q(task_name=name) | Q(task_name__in=TASK_NAMES, **{f"payload__{PATH_KEY}": name})
 
 
 def path_of(task_name: str, payload: Any) -> str | None:

@@ -133,7 +133,8 @@ class DatabaseQueries:
         excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
         """Which of the claims that take more than plain jobs would find some due now in
-        ``queues`` but ``excluded_queues``: FULL (jobs with a lock key or dependencies, where ``plain_claims``), FAIR."""
+        ``queues`` but ``excluded_queues``: FULL (jobs with a lock key or dependencies, where
+        ``plain_claims``), FAIR."""
         raise NotImplementedError
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:

@@ -28,11 +28,12 @@ class EnqueueOptions(TypedDict, total=False):
     """How to enqueue a job: when, where, and with which guarantees.
 
     ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
-    ``priority``, ``queue`` and ``max_attempts`` override the task's; jobs with the same ``lock`` run one at a
-    time, in order; ``depends_on`` (jobs or ids) must all succeed first; ``unique_key`` (with
-    ``unique_while`` "pending" or "unfinished", and ``on_duplicate`` "return" or "raise")
-    keeps a second job with the key from being written; jobs with a ``fair_key`` are served key
-    by key in turn. ``django_outbox.enqueue`` says each in full.
+    ``priority``, ``queue`` and ``max_attempts`` override the task's; jobs with the same
+    ``lock`` run one at a time, in order; ``depends_on`` (jobs or ids) must all succeed
+    first; ``unique_key`` (with ``unique_while`` "pending" or "unfinished", and
+    ``on_duplicate`` "return" or "raise") keeps a second job with the key from being written;
+    jobs with a ``fair_key`` are served key by key in turn. ``django_outbox.enqueue`` says
+    each in full.
     """
 
     delay: datetime.timedelta | float | None

@@ -74,7 +74,7 @@ def enqueued_jobs(
     ``task`` (an outbox task or a Django task, or its name or module path), with ``payload``
     (compared with the decoded payload), in ``queue``; a Django task's jobs also by their
     ``args`` (a list) and ``kwargs`` (a dict), as the task was enqueued with."""
-    jobs = Job.objects.using(get_settings().database).filter(status__in=CLAIMABLE)
+    jobs: QuerySet[Job] = Job.objects.using(get_settings().database).filter(status__in=CLAIMABLE)
     if task is not None:
         jobs = _of_task(jobs, task)
     if queue is not None:
@@ -95,7 +95,9 @@ def _arguments_match(job: Job, args: Any, kwargs: Any) -> bool:
     )
 
 
-def _describe(task: TaskLike | None, payload: Any, queue: str | None, args: Any, kwargs: Any) -> str:
+def _describe(
+    task: TaskLike | None, payload: Any, queue: str | None, args: Any, kwargs: Any
+) -> str:
     parts = [f"task {_name(task)!r}" if task is not None else "any task"]
     for name, value in (("payload", payload), ("args", args), ("kwargs", kwargs)):
         if value is not ANY:

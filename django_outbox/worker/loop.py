@@ -238,8 +238,7 @@ class Worker:
         logger.info(
             "worker started worker=%s queues=%s concurrency=%s prefetch=%s",
             self.worker_id,
-            ",".join(self.queues)
-            or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
+            ",".join(self.queues) or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
             self.concurrency,
             self.prefetch,
         )
@@ -373,9 +372,11 @@ class Worker:
         try:
             with queries.claim_lock_wait(connection):
                 self._claim_policy.claim_round(
-                    limit, claim, look=lambda: queries.waiting_kinds(
+                    limit,
+                    claim,
+                    look=lambda: queries.waiting_kinds(
                         connection, self.queues, self.excluded_queues
-                    )
+                    ),
                 )
         finally:
             # A later claim of the round may fail: the jobs the earlier ones took are this
@@ -388,9 +389,7 @@ class Worker:
 
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
-        if queue and (
-            (self.queues and queue not in self.queues) or queue in self.excluded_queues
-        ):
+        if queue and ((self.queues and queue not in self.queues) or queue in self.excluded_queues):
             return
         with self.held.lock:
             # A busy worker whose completions will claim anyway waits for a batch's worth of

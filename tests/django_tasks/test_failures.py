@@ -89,11 +89,13 @@ def test_max_attempts_refuses_a_count_out_of_range():
 
 def test_max_attempts_above_task_works_too():
     decorated = max_attempts(4)(django_tasks.noop)
+    backend = task_backends["default"]
+    assert isinstance(backend, OutboxBackend)
     try:
         assert decorated is django_tasks.noop
-        assert task_backends["default"].max_attempts_of(django_tasks.noop) == 4
+        assert backend.max_attempts_of(django_tasks.noop) == 4
     finally:
-        del django_tasks.noop.func.outbox_max_attempts
+        del django_tasks.noop.func.outbox_max_attempts  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -119,7 +121,7 @@ def test_the_checks_report_a_misconfigured_backend_and_enqueue_refuses_it():
     assert [error.id for error in errors] == ["django_outbox.E041", "django_outbox.E042"]
     assert all(isinstance(error, Error) for error in errors)
     assert "Did you mean 'ATOMIC'?" in errors[0].msg
-    with pytest.raises(ImproperlyConfigured, match="misconfigured.*ATOMC"):
+    with pytest.raises(ImproperlyConfigured, match=r"misconfigured.*ATOMC"):
         backend.enqueue(django_tasks.noop, [], {})
     assert not Job.objects.exists()
 
