@@ -21,9 +21,28 @@ TASK_NAMES = (TASK_NAME, NON_ATOMIC_TASK_NAME)
 #: The payload key that holds the Django task's module path.
 PATH_KEY = "task"
 
+#: The backend's path in ``settings.TASKS``.
+BACKEND_PATH = "django_outbox.backends.OutboxBackend"
+
 #: The Django tasks declared for an outbox backend in this process, by module path (filled by
 #: ``OutboxBackend.validate_task``).
 declared: dict[str, Any] = {}
+
+
+def backend_queues() -> dict[str, list[str]]:
+    """The queues each outbox backend of ``settings.TASKS`` lists, by alias (Django's default,
+    ``["default"]``, where it lists none), read from the setting without loading Django's
+    tasks framework."""
+    from django.conf import settings
+
+    backends = getattr(settings, "TASKS", None)
+    if not isinstance(backends, dict):
+        return {}
+    return {
+        alias: list(params.get("QUEUES", ["default"]))
+        for alias, params in backends.items()
+        if isinstance(params, dict) and params.get("BACKEND") == BACKEND_PATH
+    }
 
 
 def declared_paths() -> list[str]:

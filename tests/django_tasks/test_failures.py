@@ -136,3 +136,41 @@ def test_the_checks_report_the_app_missing_from_installed_apps(settings):
 def test_the_configured_backends_pass_the_checks():
     for backend in task_backends.all():
         assert list(backend.check()) == []
+
+
+def live_worker(worker_id, queues):
+    from django.utils import timezone
+
+    from django_outbox.models import WorkerProcess
+
+    WorkerProcess.objects.create(
+        worker_id=worker_id,
+        instance="00000000-0000-0000-0000-000000000001",
+        host="test",
+        pid=1,
+        queues=queues,
+        concurrency=1,
+        started_at=timezone.now(),
+        heartbeat_seconds=10,
+    )
+
+
+def test_a_queue_no_live_worker_serves_is_a_warning_with_the_database_checks():
+    from django_outbox.checks import check_task_queues_served
+
+    live_worker("w-1", ["default"])
+    (warning,) = check_task_queues_served(databases=["default"])
+    assert warning.id == "django_outbox.W040"
+    assert "TASKS['default'] lists the queue 'emails'" in warning.msg
+    assert "run_outbox_worker --queue emails" in warning.hint
+    # Without the database checks nothing is read, nor known.
+    assert check_task_queues_served(databases=None) == []
+    # A worker of every queue serves it.
+    live_worker("w-2", [])
+    assert check_task_queues_served(databases=["default"]) == []
+
+
+def test_no_live_worker_is_no_warning():
+    from django_outbox.checks import check_task_queues_served
+
+    assert check_task_queues_served(databases=["default"]) == []
