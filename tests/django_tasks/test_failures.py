@@ -162,7 +162,7 @@ def test_a_queue_no_live_worker_serves_is_a_warning_with_the_database_checks():
     (warning,) = check_task_queues_served(databases=["default"])
     assert warning.id == "django_outbox.W040"
     assert "TASKS['default'] lists the queue 'emails'" in warning.msg
-    assert "run_outbox_worker --queue emails" in warning.hint
+    assert "run_outbox_worker --queue emails" in str(warning.hint)
     # Without the database checks nothing is read, nor known.
     assert check_task_queues_served(databases=None) == []
     # A worker of every queue serves it.
