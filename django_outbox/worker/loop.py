@@ -362,7 +362,7 @@ class Worker:
                     self.lease_seconds,
                     paused,
                     kind,
-                    self.excluded_queues,
+                    excluded_queues=self.excluded_queues,
                 ),
                 stopping=self._stopping.is_set,
             )
