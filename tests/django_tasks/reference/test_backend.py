@@ -281,7 +281,9 @@ class DatabaseBackendTestCase(TransactionTestCase):
         ):
             task_with_custom_queue_name = test_tasks.noop_task.using(queue_name="unknown_queue")
 
-        with self.assertRaisesMessage(InvalidTask, "Queue 'unknown_queue' is not valid for backend"):
+        with self.assertRaisesMessage(
+            InvalidTask, "Queue 'unknown_queue' is not valid for backend"
+        ):
             task_with_custom_queue_name.enqueue()
 
     async def test_validate_on_aenqueue(self) -> None:
@@ -295,5 +297,7 @@ class DatabaseBackendTestCase(TransactionTestCase):
         ):
             task_with_custom_queue_name = test_tasks.noop_task.using(queue_name="unknown_queue")
 
-        with self.assertRaisesMessage(InvalidTask, "Queue 'unknown_queue' is not valid for backend"):
+        with self.assertRaisesMessage(
+            InvalidTask, "Queue 'unknown_queue' is not valid for backend"
+        ):
             await task_with_custom_queue_name.aenqueue()
