@@ -8,6 +8,8 @@ so that the tests' bodies stay as they are. ``run_worker`` is ``db_worker``'s ca
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
 from io import StringIO
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db.models import QuerySet
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from django_outbox.backends import TASK_NAME, OutboxBackend
 from django_outbox.django_task_jobs import TASK_NAMES
@@ -60,6 +63,10 @@ class DBTaskResultQuerySet(QuerySet[Job]):
         for name, value in changes.items():
             if name == "status":
                 columns["status"] = STATUSES[value]
+                if value == TaskResultStatus.RUNNING:
+                    # A running job holds a lease (constraint outbox_job_running_has_lease).
+                    columns.setdefault("lease_token", uuid.uuid4())
+                    columns.setdefault("lease_expires_at", timezone.now() + timedelta(hours=1))
             elif name == "worker_ids":
                 # One worker per attempt: the job keeps its latest, and counts them.
                 columns["worker_id"] = value[-1] if value else ""
@@ -133,3 +140,43 @@ def run_worker(
         stdout=stdout or StringIO(),
         stderr=stderr or StringIO(),
     )
+
+
+def _age(days: float) -> str:
+    # outbox_prune takes durations over 0: "0 days" is a millisecond (jobs finished before
+    # the command are older than that).
+    return f"{days}d" if days > 0 else "0.001"
+
+
+def prune_task_results(
+    *,
+    min_age_days: float = 14,
+    failed_min_age_days: float | None = None,
+    queue_name: str = "default",
+    dry_run: bool = False,
+    verbosity: int = 1,
+    stdout: StringIO | None = None,
+) -> None:
+    """``call_command("prune_db_task_results", ...)`` as ``outbox_prune``: its ages in days,
+    ``queue_name`` a comma list ("*": every queue). A failed job's own age is a second run, for
+    failed jobs only (``--status``)."""
+    selection = [] if queue_name == "*" else [f"--queue={name}" for name in queue_name.split(",")]
+    if dry_run:
+        selection.append("--dry-run")
+    out = stdout or StringIO()
+    if failed_min_age_days is None:
+        runs = [(min_age_days, [])]
+    else:
+        runs = [
+            (min_age_days, ["--status=succeeded", "--status=cancelled"]),
+            (failed_min_age_days, ["--status=failed"]),
+        ]
+    for days, statuses in runs:
+        call_command(
+            "outbox_prune",
+            f"--older-than={_age(days)}",
+            *statuses,
+            *selection,
+            verbosity=verbosity,
+            stdout=out,
+        )
