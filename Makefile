@@ -30,17 +30,18 @@ help:
 	@echo "make chaos  the fault-injection suite at full size (kills, database restarts, load)"
 	@echo "make docs   build the documentation site into docs/_build/html"
 
-# Created once; reinstalled in place when pyproject.toml changes.
+# Created once; reinstalled in place when pyproject.toml changes. The development tools are the
+# dependency group "dev" (pip >= 25.1 installs groups: the pip upgrade comes first).
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e ".[dev]" "django>=6.0,<7"
+	$(VENV)/bin/pip install --quiet -e . --group dev "django>=6.0,<7"
 	touch $@
 
 $(VENV_LTS)/.installed: pyproject.toml
 	test -x $(VENV_LTS)/bin/python || $(PYTHON_LTS) -m venv $(VENV_LTS)
 	$(VENV_LTS)/bin/pip install --quiet --upgrade pip
-	$(VENV_LTS)/bin/pip install --quiet -e ".[dev,tasks]" "django>=5.2,<5.3"
+	$(VENV_LTS)/bin/pip install --quiet -e ".[tasks]" --group dev "django>=5.2,<5.3"
 	touch $@
 
 install: $(VENV)/.installed

@@ -170,16 +170,22 @@ class DatabaseQueries:
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         """Claim up to ``limit`` runnable jobs of ``kind`` of ``queues`` (all queues when
-        empty), leaving retrying jobs of the ``paused_retries`` queues (see ``pacing``)."""
+        empty) but ``excluded_queues``, leaving retrying jobs of the ``paused_retries`` queues
+        (see ``pacing``)."""
         raise NotImplementedError
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
         """Which of the claims that take more than plain jobs would find some due now in
-        ``queues``: FULL (jobs with a lock key or dependencies, where ``plain_claims``), FAIR."""
+        ``queues`` but ``excluded_queues``: FULL (jobs with a lock key or dependencies, where
+        ``plain_claims``), FAIR."""
         raise NotImplementedError
 
     def extend_leases(

@@ -36,6 +36,7 @@ from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
 from ..retry import RetryPolicy
+from ..validation.text import worker_id_error
 from . import health, shutdown
 from .activity import ActivityCounter
 from .claims import ClaimPolicy
@@ -85,6 +86,7 @@ class Worker:
         self,
         *,
         queues: Sequence[str] = (),
+        exclude_queues: Sequence[str] = (),
         concurrency: int | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
@@ -96,12 +98,20 @@ class Worker:
         outbox = get_settings()
         self.using = outbox.database
         self.queues = list(queues)
+        if self.queues and exclude_queues:
+            raise ValueError(
+                "A worker runs the queues it is given, or every queue but those it excludes, "
+                "not both."
+            )
+        self.excluded_queues = list(exclude_queues)
         self.concurrency = concurrency or outbox.concurrency
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
             outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
         )
+        if worker_id is not None and (problem := worker_id_error(worker_id)):
+            raise ValueError(problem)
         self.worker_id = worker_id or default_worker_id()
         self.lease_seconds = outbox.lease_seconds
         self.poll_seconds = outbox.poll_seconds
@@ -236,7 +246,7 @@ class Worker:
         logger.info(
             "worker started worker=%s queues=%s concurrency=%s prefetch=%s",
             self.worker_id,
-            ",".join(self.queues) or "*",
+            ",".join(self.queues) or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
             self.concurrency,
             self.prefetch,
         )
@@ -357,7 +367,14 @@ class Worker:
         def claim(kind: ClaimKind, count: int) -> int:
             claimed = retry_while_locked(
                 lambda: queries.claim(
-                    connection, self.worker_id, self.queues, count, self.lease_seconds, paused, kind
+                    connection,
+                    self.worker_id,
+                    self.queues,
+                    count,
+                    self.lease_seconds,
+                    paused,
+                    kind,
+                    excluded_queues=self.excluded_queues,
                 ),
                 stopping=self._stopping.is_set,
             )
@@ -367,7 +384,11 @@ class Worker:
         try:
             with queries.claim_lock_wait(connection):
                 self._claim_policy.claim_round(
-                    limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
+                    limit,
+                    claim,
+                    look=lambda: queries.waiting_kinds(
+                        connection, self.queues, self.excluded_queues
+                    ),
                 )
         finally:
             # A later claim of the round may fail: the jobs the earlier ones took are this
@@ -380,7 +401,7 @@ class Worker:
 
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
-        if queue and self.queues and queue not in self.queues:
+        if queue and ((self.queues and queue not in self.queues) or queue in self.excluded_queues):
             return
         with self.held.lock:
             # A busy worker whose completions will claim anyway waits for a batch's worth of

@@ -296,8 +296,9 @@ class PostgreSQLQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
-        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+        queue_filter = _queue_filter(queues, excluded_queues)
         if paused_retries:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' AND queue = ANY(%(paused)s))"
@@ -308,19 +309,22 @@ class PostgreSQLQueries(DatabaseQueries):
             "lease_seconds": lease_seconds,
             "worker_id": worker_id,
             "queues": list(queues or ()),
+            "excluded": list(excluded_queues),
             "paused": list(paused_retries),
         }
         _, rows = self.execute(connection, claim_sql(queue_filter, kind), params)
         return claimed_jobs(rows, worker_id)
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
-        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
         _, rows = self.execute(
             connection,
-            WAITING_KINDS_SQL.format(queue_filter=queue_filter),
-            {"queues": list(queues or ())},
+            WAITING_KINDS_SQL.format(queue_filter=_queue_filter(queues, excluded_queues)),
+            {"queues": list(queues or ()), "excluded": list(excluded_queues)},
         )
         special, fair = rows[0]
         waiting = set()
@@ -547,3 +551,12 @@ class PostgreSQLQueries(DatabaseQueries):
 
 
 queries = PostgreSQLQueries()
+
+
+def _queue_filter(queues: Sequence[str] | None, excluded_queues: Sequence[str]) -> str:
+    """The claims' condition on the queue: one of ``queues`` (any when empty), none of
+    ``excluded_queues``; its parameters are ``queues`` and ``excluded``."""
+    queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+    if excluded_queues:
+        queue_filter += " AND queue <> ALL(%(excluded)s)"
+    return queue_filter

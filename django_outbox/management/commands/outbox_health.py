@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...stats.probes import WARN_DEAD_TUPLES, WARN_TRANSACTION_SECONDS, Thresholds, check_health
-from ..arguments import non_negative_seconds, positive_int
+from ..arguments import non_negative_seconds, positive_int, worker_id_argument
 
 
 class Command(BaseCommand):
@@ -27,6 +27,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--worker-id",
+            type=worker_id_argument,
             default=None,
             help="Check this worker only (and ID-1, ID-2... started by --processes under it): "
             "unhealthy if it is not registered, stale, or in error longer than allowed. For a "
