@@ -139,11 +139,12 @@ def broker_name_error(name: object) -> str | None:
 
 
 def label_error(field: str, value: object, max_length: int, *, required: bool) -> str | None:
-    """Return why ``value`` cannot be a message's ``field`` (topic, key, type), or None."""
+    """Return why ``value`` cannot be a message's ``field`` (topic, key, type), or None: a
+    non-empty string (or None where not ``required``) the databases can store."""
     if value is None and not required:
         return None
-    if not isinstance(value, str) or (required and not value):
-        kind = "a non-empty string" if required else "a string or None"
+    if not isinstance(value, str) or not value:
+        kind = "a non-empty string" if required else "a non-empty string or None"
         return f"{field} must be {kind}, not {brief(value)}."
     if len(value) > max_length:
         return f"{field} must be at most {max_length} characters, not {len(value)}."
