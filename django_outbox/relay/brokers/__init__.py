@@ -63,6 +63,17 @@ class Broker:
         """Close the connection (the relay is stopping, or the broker failed)."""
 
 
+def without_password(url: str) -> str:
+    """Return ``url`` with its password masked, for error messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 _local = threading.local()
 
 
