@@ -588,9 +588,7 @@ class InboxEntry(models.Model):
         constraints = [
             # The race's arbiter: of two deliveries in flight, the second waits for the first
             # one's transaction and then finds the id taken.
-            models.UniqueConstraint(
-                fields=["consumer", "message_id"], name="outbox_inbox_once"
-            )
+            models.UniqueConstraint(fields=["consumer", "message_id"], name="outbox_inbox_once")
         ]
         indexes = [models.Index(F("received_at"), name="outbox_inbox_received")]
 

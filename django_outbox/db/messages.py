@@ -129,9 +129,7 @@ def claim_messages(
     queries = queries_for(connection)
     if queries.vendor == "postgresql":
         with transaction.atomic(using=connection.alias):
-            queries.execute(
-                connection, "SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK_CLASS,)
-            )
+            queries.execute(connection, "SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK_CLASS,))
             _, rows = queries.execute(
                 connection,
                 POSTGRESQL_CLAIM_SQL,
@@ -141,7 +139,9 @@ def claim_messages(
         candidates = _candidates_sql("sqlite", len(brokers))
         # The broker list appears twice in the candidates: the message's, an earlier one's.
         params: list[Any] = [token.hex, f"+{lease_seconds:.3f} seconds", *brokers, *brokers, limit]
-        _, rows = queries.execute(connection, SQLITE_CLAIM_SQL.format(candidates=candidates), params)
+        _, rows = queries.execute(
+            connection, SQLITE_CLAIM_SQL.format(candidates=candidates), params
+        )
     envelopes = [_envelope(row) for row in rows]
     envelopes.sort(key=lambda envelope: envelope.id)
     return token, envelopes

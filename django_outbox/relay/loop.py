@@ -135,7 +135,10 @@ class Relay:
         listener_done = threading.Event()
         if queries_for(connections[self.using]).listens:
             threading.Thread(
-                target=self._listen, args=(listener_done,), name="outbox-relay-listener", daemon=True
+                target=self._listen,
+                args=(listener_done,),
+                name="outbox-relay-listener",
+                daemon=True,
             ).start()
         idle = True
         try:
@@ -239,7 +242,9 @@ class Relay:
             sending = [m for m in round_ if m.key is None or (m.topic, m.key) not in stopped_keys]
             if len(sending) < len(round_):
                 # Behind a refused message of their key: they wait for it.
-                unsent += [m.id for m in round_ if m.key is not None and (m.topic, m.key) in stopped_keys]
+                unsent += [
+                    m.id for m in round_ if m.key is not None and (m.topic, m.key) in stopped_keys
+                ]
             if not sending:
                 continue
             if time.monotonic() > deadline:

@@ -25,9 +25,7 @@ def _chunks(ids: Sequence[uuid.UUID]) -> list[Sequence[uuid.UUID]]:
     return [ids[start : start + CHUNK] for start in range(0, len(ids), CHUNK)]
 
 
-def confirmed(
-    using: str, token: uuid.UUID, ids: Sequence[uuid.UUID], *, keep: bool
-) -> int:
+def confirmed(using: str, token: uuid.UUID, ids: Sequence[uuid.UUID], *, keep: bool) -> int:
     """Delete the messages the broker confirmed (or mark them sent, with ``keep``); return how
     many still carried ``token``."""
     done = 0
@@ -80,7 +78,5 @@ def refused(
     else:
         changes["available_at"] = timezone.now() + datetime.timedelta(seconds=retry_in)
     return bool(
-        Message.objects.using(using)
-        .filter(pk=message_id, lease_token=token)
-        .update(**changes)
+        Message.objects.using(using).filter(pk=message_id, lease_token=token).update(**changes)
     )

@@ -11,8 +11,6 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
-
 from ..conf import get_settings
 from ..exceptions import PayloadError, PublishError
 from ..serialization import MAX_PAYLOAD_SIZE
@@ -30,7 +28,7 @@ def publish(
     payload: Any,
     *,
     key: str | None = None,
-    type: str | None = None,  # noqa: A002 (the message's type, as CloudEvents and Debezium say)
+    type: str | None = None,
     headers: Mapping[str, str] | None = None,
     broker: str | None = None,
 ) -> Message:
@@ -51,7 +49,7 @@ def publish_many(
     payloads: Iterable[Any],
     *,
     key: str | None = None,
-    type: str | None = None,  # noqa: A002
+    type: str | None = None,
     headers: Mapping[str, str] | None = None,
     broker: str | None = None,
 ) -> list[Message]:

@@ -110,7 +110,9 @@ def relay_errors(relay: object) -> list[CheckMessage]:
     unknown = sorted(brief(key) for key in set(relay) - RELAY_KEYS)
     if unknown:
         errors.append(
-            Error(f"OUTBOX['RELAY'] has unknown keys {unknown}.", hint=hint, id="django_outbox.E042")
+            Error(
+                f"OUTBOX['RELAY'] has unknown keys {unknown}.", hint=hint, id="django_outbox.E042"
+            )
         )
     for key in sorted(set(relay) & RELAY_KEYS):
         value = relay[key]

@@ -90,7 +90,7 @@ class Redis(BrokerUnderTest):
         return topic
 
     def received(self, topic: str, expected: int) -> list[Received]:
-        entries = self.client.xrange(topic)
+        entries: Any = self.client.xrange(topic)
         return [
             Received(
                 message_id=fields[b"id"].decode(),
@@ -137,7 +137,7 @@ class RabbitMQ(BrokerUnderTest):
         return queue
 
     def received(self, topic: str, expected: int) -> list[Received]:
-        got = []
+        got: list[Received] = []
         while True:
             method, properties, body = self.channel.basic_get(topic, auto_ack=True)
             if method is None:
@@ -274,7 +274,8 @@ class Kafka(BrokerUnderTest):
         got: list[Received] = []
         try:
             for _ in range(100):
-                for record in consumer.consume(expected - len(got) or 1, timeout=0.5):
+                records: list[Any] = consumer.consume(expected - len(got) or 1, timeout=0.5)
+                for record in records:
                     if record.error():
                         continue
                     headers = {name: value.decode() for name, value in record.headers() or []}

@@ -22,7 +22,9 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerUnderTest]:
     with broker_under_test(request.param) as under_test:
         outbox = {
             **settings.OUTBOX,
-            "BROKERS": {"default": {"BACKEND": under_test.backend, "OPTIONS": under_test.options()}},
+            "BROKERS": {
+                "default": {"BACKEND": under_test.backend, "OPTIONS": under_test.options()}
+            },
             "RELAY": {"RETRY_SECONDS": 60},
         }
         with override_settings(OUTBOX=outbox):
@@ -48,7 +50,11 @@ def test_every_message_arrives_once_with_its_id_and_each_key_in_order(broker):
     by_id = {str(m.id): m for m in published}
     for message in received:
         sent = by_id[message.message_id]
-        assert (message.key, message.type, message.payload) == (sent.key, "OrderPlaced", sent.payload)
+        assert (message.key, message.type, message.payload) == (
+            sent.key,
+            "OrderPlaced",
+            sent.payload,
+        )
         assert message.headers.get("trace") == sent.headers["trace"]
     for key in ("order-0", "order-1", "order-2"):
         ns = [r.payload["n"] for r in received if r.key == key]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -21,7 +22,7 @@ from .conftest import MEMORY
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("memory_broker")]
 
 
-def sent_payloads(broker: str = "default") -> list[object]:
+def sent_payloads(broker: str = "default") -> list[Any]:
     return [json.loads(message.body) for message in memory.sent_messages(broker)]
 
 
@@ -63,7 +64,7 @@ def test_a_claim_leaves_a_key_whose_earlier_message_another_relay_holds():
     publish("orders", {"n": 2}, key="k")
     publish("orders", {"n": 3})
     # Another relay claimed the first message only (its batch was full).
-    token, held = claim_messages(connection, ["default"], 1, 30)
+    _token, held = claim_messages(connection, ["default"], 1, 30)
     assert [json.loads(m.body) for m in held] == [{"n": 1}]
     _, claimed = claim_messages(connection, ["default"], 10, 30)
     # Not the key's second message while its first is in flight; the keyless one, yes.

@@ -10,8 +10,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...conf import get_settings
-from ...validation.text import queue_name_error
 from ...relay.loop import Relay
+from ...validation.text import queue_name_error
 from ...worker.loop import default_worker_id
 from ...worker.stop_signals import exit_at_once, on_stop_signals
 from ...worker.supervisor import Supervisor, WorkerOptions, configure_console_logging

@@ -14,6 +14,7 @@ adapter per name and thread (clients are not shared between threads).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,8 +98,7 @@ def close_brokers() -> None:
     """Close this thread's adapters."""
     brokers: dict[str, tuple[dict[str, Any], Broker]] = getattr(_local, "brokers", None) or {}
     for _entry, broker in brokers.values():
-        try:
+        # Closing a broken client may fail in any way; it is dropped anyway.
+        with contextlib.suppress(Exception):
             broker.close()
-        except Exception:  # Closing a broken client may fail in any way; it is dropped anyway.
-            pass
     brokers.clear()

@@ -41,7 +41,12 @@ class Kafka(Broker):
     """Produce each message with an idempotent producer; wait for every delivery report."""
 
     def __init__(
-        self, name: str, *, config: dict[str, Any] | None = None, timeout: float = 10.0, **options: Any
+        self,
+        name: str,
+        *,
+        config: dict[str, Any] | None = None,
+        timeout: float = 10.0,
+        **options: Any,
     ) -> None:
         super().__init__(name, **options)
         self.config = {
@@ -108,16 +113,16 @@ class Kafka(Broker):
                 f"{self.timeout:g} s"
             )
         outcomes: list[Outcome] = []
-        for error in reports:
-            if error is None:
+        for report in reports:
+            if report is None:
                 outcomes.append(None)
-            elif error.name() in REFUSING_ERRORS:
-                outcomes.append(Refusal(f"Kafka refused it: {error.name()}: {error.str()}"))
+            elif report.name() in REFUSING_ERRORS:
+                outcomes.append(Refusal(f"Kafka refused it: {report.name()}: {report.str()}"))
             else:
-                if error.fatal():
+                if report.fatal():
                     # The idempotent producer cannot go on: a new one starts the next batch.
                     self.close()
-                raise BrokerUnavailable(f"Kafka: {error.name()}: {error.str()}")
+                raise BrokerUnavailable(f"Kafka: {report.name()}: {report.str()}")
         return outcomes
 
     def close(self) -> None:

@@ -25,7 +25,12 @@ class InMemoryBroker(Broker):
     """Keep each published message in a list of this process, in order."""
 
     def __init__(
-        self, name: str, *, refuse_topics: Sequence[str] = (), unavailable: bool = False, **options: Any
+        self,
+        name: str,
+        *,
+        refuse_topics: Sequence[str] = (),
+        unavailable: bool = False,
+        **options: Any,
     ) -> None:
         super().__init__(name, **options)
         self.refuse_topics = frozenset(refuse_topics)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -105,7 +106,9 @@ class NatsJetStream(Broker):
             if not isinstance(result, BaseException):
                 outcomes.append(None)
             elif isinstance(result, nats.js.errors.NoStreamResponseError):
-                outcomes.append(Refusal("no JetStream stream captures this subject", permanent=False))
+                outcomes.append(
+                    Refusal("no JetStream stream captures this subject", permanent=False)
+                )
             elif isinstance(
                 result, (nats.js.errors.ServiceUnavailableError, nats.js.errors.ServerError)
             ):
@@ -127,10 +130,9 @@ class NatsJetStream(Broker):
         if loop is None:
             return
         if client is not None and not client.is_closed:
-            try:
+            # A broken connection may fail to close in any way.
+            with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout=self.timeout)
-            except Exception:  # A broken connection may fail to close in any way.
-                pass
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(self.timeout)

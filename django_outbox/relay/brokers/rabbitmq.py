@@ -14,6 +14,7 @@ connecting and for each confirm, default 10).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,13 +104,14 @@ class RabbitMQ(Broker):
                     outcomes.append(None)
         except (errors.AMQPError, OSError) as error:
             self.close()
-            raise BrokerUnavailable(f"RabbitMQ at {without_password(self.url)}: {error!r}") from error
+            raise BrokerUnavailable(
+                f"RabbitMQ at {without_password(self.url)}: {error!r}"
+            ) from error
         return outcomes
 
     def close(self) -> None:
         connection, self._connection, self._channel = self._connection, None, None
         if connection is not None and connection.is_open:
-            try:
+            # A broken connection may fail to close in any way.
+            with contextlib.suppress(Exception):
                 connection.close()
-            except Exception:  # A broken connection may fail to close in any way.
-                pass
