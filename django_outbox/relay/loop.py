@@ -38,6 +38,10 @@ logger = logging.getLogger("django_outbox.relay")
 
 #: The longest pause after broker or database errors.
 MAX_BACKOFF = 30.0
+#: How often an idle relay that hears NOTIFY (PostgreSQL) looks anyway, at the least: the
+#: listener wakes it for every commit, and again after it reconnected, so the poll is only a
+#: safety net there.
+LISTENING_POLL_SECONDS = 5.0
 
 
 @dataclass
@@ -141,6 +145,9 @@ class Relay:
                 daemon=True,
             ).start()
         idle = True
+        idle_poll = self.poll_seconds
+        if queries_for(connections[self.using]).listens:
+            idle_poll = max(self.poll_seconds, LISTENING_POLL_SECONDS)
         try:
             while not self._stop.is_set():
                 self._wake.clear()
@@ -156,7 +163,7 @@ class Relay:
                 idle = result.claimed == 0
                 if result.claimed >= self.batch_size and not result.unavailable:
                     continue
-                self._wake.wait(self._pause(result))
+                self._wake.wait(self._pause(result, idle_poll if idle else self.poll_seconds))
         finally:
             wakeups.unsubscribe(self.wake)
             listener_done.set()
@@ -165,11 +172,11 @@ class Relay:
         logger.info("relay stopped relay=%s %s", self.relay_id, self.stats)
         return self.stats
 
-    def _pause(self, result: BatchResult) -> float:
+    def _pause(self, result: BatchResult, poll: float) -> float:
         resting = [until - time.monotonic() for until in self._resting.values()]
         if result.unavailable and resting:
             return max(0.0, min(min(resting), self.poll_seconds * 10))
-        return self.poll_seconds
+        return poll
 
     def _listen(self, done: threading.Event) -> None:
         connection = connections[self.using]
