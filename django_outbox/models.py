@@ -538,20 +538,34 @@ class Message(models.Model):
         verbose_name_plural = _("messages")
         ordering = ["-id"]
         indexes = [
-            # The relay's claim: unsent messages in id order. Partial: sent ones, however
+            # The relay's claim: pending messages in id order. Partial: sent ones, however
             # many are kept, never enter it.
             models.Index(
                 F("id"),
-                name="outbox_message_unsent",
-                condition=~Q(status=MessageStatus.SENT),
+                name="outbox_message_pending",
+                condition=Q(status=MessageStatus.PENDING),
             ),
-            # The claim's check that no earlier message of the same key is held or blocked.
+            # The claim's check that no earlier message of a candidate's key holds it back
+            # (leased, blocked, or waiting for a retry): only such messages are in it, so the
+            # check reads a few entries however long the key's backlog.
             models.Index(
+                F("broker"),
                 F("topic"),
                 F("key"),
                 F("id"),
-                name="outbox_message_key_line",
-                condition=Q(key__isnull=False) & ~Q(status=MessageStatus.SENT),
+                name="outbox_message_key_holds",
+                condition=Q(key__isnull=False)
+                & (
+                    Q(lease_token__isnull=False)
+                    | Q(status=MessageStatus.BLOCKED)
+                    | Q(available_at__isnull=False)
+                ),
+            ),
+            # The admin's and outbox_health's blocked messages.
+            models.Index(
+                F("id"),
+                name="outbox_message_blocked",
+                condition=Q(status=MessageStatus.BLOCKED),
             ),
             # Retention pruning of sent messages.
             models.Index(

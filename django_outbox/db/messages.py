@@ -1,9 +1,9 @@
 """The relay's claim of messages, the one statement about them that differs by database.
 
 A claim takes up to ``limit`` pending messages of the given brokers in id order, leaving
-messages whose lease is held, whose retry is not due, and every message of a key (per topic)
-behind an earlier one of that key that is held, blocked, waiting for its retry or for another
-relay's broker: so a key's messages leave one relay at a time, in order. Keyless messages are
+messages whose lease is held, whose retry is not due, and every message of a key (per broker
+and topic) behind an earlier one of that key that is held, blocked or waiting for its retry:
+so a key's messages leave one relay at a time, in order. Keyless messages are
 taken as they come. Each claim gives its messages one new lease token, which fences the writes
 that follow (``django_outbox.relay.outcomes``).
 
@@ -37,12 +37,16 @@ _CANDIDATES = """
       AND (available_at IS NULL OR available_at <= {now})
       AND (key IS NULL OR NOT EXISTS (
           SELECT 1 FROM {table} AS earlier
-          WHERE earlier.topic = m.topic AND earlier.key = m.key AND earlier.id < m.id
-            AND earlier.status <> '{sent}'
+          WHERE earlier.broker = m.broker AND earlier.topic = m.topic AND earlier.key = m.key
+            AND earlier.id < m.id
+            -- The condition of the key_holds index, as it is written there: the check reads
+            -- that index (SQLite matches a partial index's condition term by term).
+            AND earlier.key IS NOT NULL
+            AND (earlier.lease_token IS NOT NULL OR earlier.status = '{blocked}'
+                 OR earlier.available_at IS NOT NULL)
             AND (earlier.status = '{blocked}'
                  OR earlier.lease_expires_at >= {now}
-                 OR earlier.available_at > {now}
-                 OR NOT (earlier.broker {in_brokers}))))
+                 OR earlier.available_at > {now})))
     ORDER BY id
     LIMIT {limit}
 """
@@ -55,7 +59,6 @@ POSTGRESQL_CLAIM_SQL = (
     + _CANDIDATES.format(
         table=TABLE,
         pending=MessageStatus.PENDING,
-        sent=MessageStatus.SENT,
         blocked=MessageStatus.BLOCKED,
         in_brokers="= ANY(%(brokers)s)",
         now="statement_timestamp()",
@@ -64,7 +67,8 @@ POSTGRESQL_CLAIM_SQL = (
     + f""" FOR UPDATE)
 UPDATE {TABLE} AS claimed
 SET lease_token = %(token)s,
-    lease_expires_at = statement_timestamp() + %(lease)s * interval '1 second'
+    lease_expires_at = statement_timestamp() + %(lease)s * interval '1 second',
+    available_at = NULL
 FROM picked WHERE claimed.id = picked.id
 RETURNING claimed.id, claimed.topic, claimed.key, claimed.type, claimed.headers::text,
           claimed.payload::text, claimed.broker, claimed.attempts
@@ -76,7 +80,8 @@ _SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 SQLITE_CLAIM_SQL = f"""
 UPDATE {TABLE}
-SET lease_token = ?, lease_expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?)
+SET lease_token = ?, lease_expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?),
+    available_at = NULL
 WHERE id IN ({{candidates}})
 RETURNING id, topic, key, type, headers, payload, broker, attempts
 """
@@ -95,7 +100,7 @@ def messages_waiting(connection: BaseDatabaseWrapper, brokers: Sequence[str]) ->
         params = {"brokers": list(brokers)}
     else:
         sql = "SELECT EXISTS (" + _candidates_sql("sqlite", len(brokers)) + ")"
-        params = [*brokers, *brokers, 1]
+        params = [*brokers, 1]
     _, rows = queries.execute(connection, sql, params)
     return bool(rows[0][0])
 
@@ -109,7 +114,6 @@ def _candidates_sql(vendor: str, brokers: int) -> str:
     return _CANDIDATES.format(
         table=TABLE,
         pending=MessageStatus.PENDING,
-        sent=MessageStatus.SENT,
         blocked=MessageStatus.BLOCKED,
         in_brokers=in_brokers,
         now=now,
@@ -137,8 +141,7 @@ def claim_messages(
             )
     else:
         candidates = _candidates_sql("sqlite", len(brokers))
-        # The broker list appears twice in the candidates: the message's, an earlier one's.
-        params: list[Any] = [token.hex, f"+{lease_seconds:.3f} seconds", *brokers, *brokers, limit]
+        params: list[Any] = [token.hex, f"+{lease_seconds:.3f} seconds", *brokers, limit]
         _, rows = queries.execute(
             connection, SQLITE_CLAIM_SQL.format(candidates=candidates), params
         )
