@@ -3,8 +3,9 @@
 One ``Relay`` runs in a thread of ``run_outbox_worker`` (or alone, ``--relay-only``). Each
 pass claims a batch (``db.messages.claim_messages``: id order, one relay at a time per key),
 publishes it with no database transaction open, and then deletes the confirmed messages (or
-marks them sent), fenced by the claim's lease token. A key's messages of one batch go out in
-rounds: the first of each key (with every keyless message) in one pipelined call, then the
+marks them sent), fenced by the claim's lease token. Adapters that keep a key's order within a
+batch (``Broker.keeps_key_order``: every built-in one) get the whole batch in one pipelined
+call; others get it in rounds: the first of each key (with every keyless message), then the
 second of each key, and so on, so that a key whose message fails sends nothing after it.
 
 A broker that cannot be reached costs nothing: the batch is handed back and the relay waits a
@@ -31,7 +32,7 @@ from ..db.messages import CHANNEL, claim_messages, messages_waiting
 from ..db.outage import ErrorBackoff
 from ..envelope import Envelope
 from . import outcomes, wakeups
-from .brokers import BrokerUnavailable, Outcome, Refusal, broker_named, close_brokers
+from .brokers import NOT_SENT, BrokerUnavailable, Outcome, Refusal, broker_named, close_brokers
 from .housekeeping import Housekeeping
 
 logger = logging.getLogger("django_outbox.relay")
@@ -243,8 +244,8 @@ class Relay:
         confirmed: list[uuid.UUID] = []
         unsent: list[uuid.UUID] = []
         stopped_keys: set[tuple[str, str]] = set()
-        rounds = _rounds(messages)
         broker = broker_named(name)
+        rounds = [messages] if broker.keeps_key_order else _rounds(messages)
         for number, round_ in enumerate(rounds):
             sending = [m for m in round_ if m.key is None or (m.topic, m.key) not in stopped_keys]
             if len(sending) < len(round_):
@@ -267,6 +268,14 @@ class Relay:
             for message, outcome in zip(sending, results, strict=True):
                 if outcome is None:
                     confirmed.append(message.id)
+                    continue
+                stopping = message.key is not None
+                if outcome is NOT_SENT or (
+                    stopping and (message.topic, message.key) in stopped_keys
+                ):
+                    # Behind a refused message of its key (sent along with it, and refused for
+                    # the same reason): it waits for that one, at no cost.
+                    unsent.append(message.id)
                     continue
                 if message.key is not None:
                     stopped_keys.add((message.topic, message.key))

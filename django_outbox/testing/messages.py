@@ -22,7 +22,11 @@ from .assertions import ANY
 
 
 def published_messages(
-    topic: str | None = None, *, key: Any = ANY, type: Any = ANY, payload: Any = ANY  # noqa: A002
+    topic: str | None = None,
+    *,
+    key: Any = ANY,
+    type: Any = ANY,
+    payload: Any = ANY,  # noqa: A002
 ) -> list[Message]:
     """Return the unsent messages that match, oldest first (``key=None``: keyless ones)."""
     messages = Message.objects.using(get_settings().database).unsent().order_by("id")
@@ -63,7 +67,11 @@ def assert_published(
 
 
 def assert_not_published(
-    topic: str | None = None, *, key: Any = ANY, type: Any = ANY, payload: Any = ANY  # noqa: A002
+    topic: str | None = None,
+    *,
+    key: Any = ANY,
+    type: Any = ANY,
+    payload: Any = ANY,  # noqa: A002
 ) -> None:
     """Assert that no unsent message matches."""
     found = published_messages(topic, key=key, type=type, payload=payload)

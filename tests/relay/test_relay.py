@@ -151,3 +151,32 @@ def test_the_relay_runs_in_a_thread_until_stopped_and_wakes_on_publish():
         relay.request_stop()
         thread.join(10)
     assert not thread.is_alive()
+
+
+class OneAtATime(memory.InMemoryBroker):
+    """An adapter that does not keep a key's order within a batch: it records its calls."""
+
+    keeps_key_order = False
+    calls: list[list[str | None]] = []
+
+    def publish(self, messages):
+        OneAtATime.calls.append([m.key for m in messages])
+        return super().publish(messages)
+
+
+def test_an_adapter_that_does_not_keep_key_order_gets_one_message_per_key_per_call():
+    outbox = {
+        **settings.OUTBOX,
+        "BROKERS": {"default": {"BACKEND": f"{__name__}.OneAtATime"}},
+    }
+    OneAtATime.calls = []
+    with override_settings(OUTBOX=outbox):
+        close_brokers()
+        for n in range(3):
+            publish("orders", {"n": n}, key="a")
+            publish("orders", {"n": n}, key="b")
+        publish("orders", {"n": 9})
+        Relay().drain()
+        close_brokers()
+    assert OneAtATime.calls == [["a", "b", None], ["a", "b"], ["a", "b"]]
+    assert [p["n"] for p in sent_payloads() if p != {"n": 9}] == [0, 0, 1, 1, 2, 2]

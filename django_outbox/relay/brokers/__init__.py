@@ -18,7 +18,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from django.utils.module_loading import import_string
 
@@ -43,13 +43,36 @@ class Refusal:
 #: What ``publish`` says of each message: None when the broker confirmed it.
 Outcome = Refusal | None
 
+#: The outcome of a message an adapter did not send because an earlier message of its key in
+#: the batch was refused: the relay hands it back at no cost, to wait behind that one.
+NOT_SENT = Refusal("not sent: an earlier message of its key was refused", permanent=False)
+
+
+class KeyStops:
+    """The keys of a batch that an adapter stopped sending after a refusal."""
+
+    def __init__(self) -> None:
+        self._stopped: set[tuple[str, str]] = set()
+
+    def stopped(self, message: Envelope) -> bool:
+        return message.key is not None and (message.topic, message.key) in self._stopped
+
+    def stop(self, message: Envelope) -> None:
+        if message.key is not None:
+            self._stopped.add((message.topic, message.key))
+
 
 class Broker:
     """A client of one broker, publishing batches with confirms.
 
-    Subclasses take their ``OPTIONS`` as keyword arguments and implement ``publish``. They keep
-    a batch's order for messages of one key, and may send a batch's messages concurrently.
+    Subclasses take their ``OPTIONS`` as keyword arguments and implement ``publish``. They may
+    send a batch's messages concurrently.
     """
+
+    #: Whether the adapter keeps the order of a key's messages within one batch: it sends them
+    #: in order and, once one is refused, sends none of that key after it (``NOT_SENT``). If
+    #: not, the relay hands it at most one message per key at a time (more round trips).
+    keeps_key_order: ClassVar[bool] = False
 
     def __init__(self, name: str, **options: Any) -> None:
         self.name = name

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...envelope import Envelope
-from . import Broker, BrokerUnavailable, Outcome, Refusal
+from . import NOT_SENT, Broker, BrokerUnavailable, KeyStops, Outcome, Refusal
 
 #: librdkafka's error names (KafkaError.name()) that refuse one record for good.
 REFUSING_ERRORS = frozenset(
@@ -39,6 +39,11 @@ REFUSING_ERRORS = frozenset(
 
 class Kafka(Broker):
     """Produce each message with an idempotent producer; wait for every delivery report."""
+
+    # The idempotent producer keeps a partition's order, retries included, and fails every
+    # later record of a partition after one it could not deliver; a record refused before it
+    # left (too large) stops its key here.
+    keeps_key_order = True
 
     def __init__(
         self,
@@ -80,8 +85,12 @@ class Kafka(Broker):
 
             return report
 
+        stops = KeyStops()
         try:
             for index, message in enumerate(messages):
+                if stops.stopped(message):
+                    reports[index], done[index] = NOT_SENT, True
+                    continue
                 headers = [(name, value.encode()) for name, value in message.all_headers().items()]
                 while True:
                     try:
@@ -101,6 +110,7 @@ class Kafka(Broker):
                         if error.args[0].name() not in REFUSING_ERRORS:
                             raise
                         reports[index], done[index] = error.args[0], True
+                        stops.stop(message)
                         break
                 producer.poll(0)
             producer.flush(self.timeout)
@@ -114,8 +124,8 @@ class Kafka(Broker):
             )
         outcomes: list[Outcome] = []
         for report in reports:
-            if report is None:
-                outcomes.append(None)
+            if report is None or report is NOT_SENT:
+                outcomes.append(report)
             elif report.name() in REFUSING_ERRORS:
                 outcomes.append(Refusal(f"Kafka refused it: {report.name()}: {report.str()}"))
             else:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...envelope import Envelope
-from . import Broker, BrokerUnavailable, Outcome, Refusal
+from . import NOT_SENT, Broker, BrokerUnavailable, KeyStops, Outcome, Refusal
 
 _lock = threading.Lock()
 #: Broker name -> every message it accepted, in the order it accepted them.
@@ -23,6 +23,8 @@ _down: set[str] = set()
 
 class InMemoryBroker(Broker):
     """Keep each published message in a list of this process, in order."""
+
+    keeps_key_order = True
 
     def __init__(
         self,
@@ -42,8 +44,12 @@ class InMemoryBroker(Broker):
                 raise BrokerUnavailable(f"broker {self.name!r} is down (in-memory broker)")
             outcomes: list[Outcome] = []
             sent = _sent.setdefault(self.name, [])
+            stops = KeyStops()
             for message in messages:
-                if message.topic in self.refuse_topics:
+                if stops.stopped(message):
+                    outcomes.append(NOT_SENT)
+                elif message.topic in self.refuse_topics:
+                    stops.stop(message)
                     outcomes.append(Refusal(f"topic {message.topic!r} is refused"))
                 else:
                     sent.append(message)

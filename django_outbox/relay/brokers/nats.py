@@ -24,11 +24,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...envelope import Envelope
-from . import Broker, BrokerUnavailable, Outcome, Refusal
+from . import NOT_SENT, Broker, BrokerUnavailable, KeyStops, Outcome, Refusal
 
 
 class NatsJetStream(Broker):
     """Publish each message to JetStream, with its id as Nats-Msg-Id."""
+
+    # The publishes of a batch leave in order on one connection and the stream stores them in
+    # that order; what refuses one (no stream, the stream's limits) refuses the later ones of
+    # its subject too. A message too large is refused here, before anything after it of its
+    # key is sent. A lost acknowledgement hands the batch back: JetStream drops the copies
+    # sent again within its duplicate window (Nats-Msg-Id).
+    keeps_key_order = True
 
     def __init__(
         self,
@@ -77,19 +84,39 @@ class NatsJetStream(Broker):
         return self._client
 
     async def _publish(self, messages: Sequence[Envelope]) -> list[Any]:
+        import nats.errors
+
         client = await self._connect()
         jetstream = client.jetstream(timeout=self.timeout)
-        sends = [
-            jetstream.publish(
-                message.topic,
-                message.body.encode(),
-                timeout=self.timeout,
-                stream=self.stream,
-                headers={**message.all_headers(), "Nats-Msg-Id": message.message_id},
-            )
-            for message in messages
-        ]
-        return list(await asyncio.gather(*sends, return_exceptions=True))
+        stops = KeyStops()
+        results: list[Any] = [None] * len(messages)
+        sends: list[Any] = []
+        sending: list[int] = []
+        for index, message in enumerate(messages):
+            body = message.body.encode()
+            if stops.stopped(message):
+                results[index] = NOT_SENT
+            elif len(body) > client.max_payload:
+                stops.stop(message)
+                results[index] = nats.errors.MaxPayloadError(
+                    f"{len(body)} bytes; the server's max_payload is {client.max_payload}"
+                )
+            else:
+                sending.append(index)
+                sends.append(
+                    jetstream.publish(
+                        message.topic,
+                        body,
+                        timeout=self.timeout,
+                        stream=self.stream,
+                        headers={**message.all_headers(), "Nats-Msg-Id": message.message_id},
+                    )
+                )
+        for index, result in zip(
+            sending, await asyncio.gather(*sends, return_exceptions=True), strict=True
+        ):
+            results[index] = result
+        return results
 
     def publish(self, messages: Sequence[Envelope]) -> list[Outcome]:
         import nats.errors
@@ -103,7 +130,9 @@ class NatsJetStream(Broker):
             raise BrokerUnavailable(f"NATS at {self.servers}: {error!r}") from error
         outcomes: list[Outcome] = []
         for result in results:
-            if not isinstance(result, BaseException):
+            if result is NOT_SENT:
+                outcomes.append(NOT_SENT)
+            elif not isinstance(result, BaseException):
                 outcomes.append(None)
             elif isinstance(result, nats.js.errors.NoStreamResponseError):
                 outcomes.append(

@@ -19,7 +19,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...envelope import Envelope
-from . import Broker, BrokerUnavailable, Outcome, Refusal, without_password
+from . import (
+    NOT_SENT,
+    Broker,
+    BrokerUnavailable,
+    KeyStops,
+    Outcome,
+    Refusal,
+    without_password,
+)
 
 #: AMQP reply codes that close the channel over one message: the message is refused, the
 #: connection is fine. 404: no such exchange; 406: larger than max_message_size, and others.
@@ -28,6 +36,9 @@ REFUSING_CODES = frozenset({403, 404, 406})
 
 class RabbitMQ(Broker):
     """Publish each message with confirms and mandatory routing."""
+
+    # One message at a time, each confirmed before the next is sent.
+    keeps_key_order = True
 
     def __init__(
         self,
@@ -65,9 +76,13 @@ class RabbitMQ(Broker):
         import pika.exceptions as errors
 
         outcomes: list[Outcome] = []
+        stops = KeyStops()
         try:
             channel = self._open_channel()
             for message in messages:
+                if stops.stopped(message):
+                    outcomes.append(NOT_SENT)
+                    continue
                 headers: dict[str, Any] = dict(message.headers)
                 if message.key is not None:
                     headers["message-key"] = message.key
@@ -87,6 +102,7 @@ class RabbitMQ(Broker):
                         mandatory=True,
                     )
                 except errors.UnroutableError:
+                    stops.stop(message)
                     outcomes.append(
                         Refusal(
                             f"unroutable: no queue is bound to exchange {self.exchange!r} for "
@@ -94,10 +110,12 @@ class RabbitMQ(Broker):
                         )
                     )
                 except errors.NackError:
+                    stops.stop(message)
                     outcomes.append(Refusal("the broker nacked it", permanent=False))
                 except errors.ChannelClosedByBroker as error:
                     if error.reply_code not in REFUSING_CODES:
                         raise
+                    stops.stop(message)
                     outcomes.append(Refusal(f"{error.reply_code} {error.reply_text}"))
                     channel = self._open_channel()
                 else:

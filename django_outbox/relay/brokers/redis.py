@@ -24,6 +24,11 @@ from . import Broker, BrokerUnavailable, Outcome, Refusal, without_password
 class RedisStreams(Broker):
     """XADD each message to the stream named by its topic."""
 
+    # Redis runs a pipeline's commands in order. What refuses one XADD (the key is no stream)
+    # refuses every later one of its stream as well; only a full memory (OOM), which may pass
+    # between two commands, could let a key's later message in after an earlier one failed.
+    keeps_key_order = True
+
     def __init__(
         self,
         name: str,
