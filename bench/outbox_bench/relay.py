@@ -13,6 +13,7 @@ For each broker:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -109,14 +110,12 @@ def destination(name: str) -> Iterator[None]:
         import nats
 
         loop = asyncio.new_event_loop()
-        client = loop.run_until_complete(nats.connect(NATS_URL))
-        jetstream = client.jetstream()
+        nats_client = loop.run_until_complete(nats.connect(NATS_URL))
+        jetstream = nats_client.jetstream()
 
         async def recreate() -> None:
-            try:
+            with contextlib.suppress(Exception):  # No such stream yet.
                 await jetstream.delete_stream(NATS_STREAM)
-            except Exception:  # No such stream yet.
-                pass
             await jetstream.add_stream(name=NATS_STREAM, subjects=[f"{NATS_STREAM}.>"])
 
         loop.run_until_complete(recreate())
@@ -124,7 +123,7 @@ def destination(name: str) -> Iterator[None]:
             yield
         finally:
             loop.run_until_complete(jetstream.delete_stream(NATS_STREAM))
-            loop.run_until_complete(client.close())
+            loop.run_until_complete(nats_client.close())
             loop.close()
     else:
         yield

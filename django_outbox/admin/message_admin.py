@@ -20,7 +20,6 @@ from django.utils.translation import ngettext
 
 from ..models import Message, MessageStatus
 
-
 if TYPE_CHECKING:
     MessageModelAdmin = admin.ModelAdmin[Message]
 else:

@@ -17,6 +17,7 @@ the admin retries or skips it.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 import uuid
@@ -112,6 +113,8 @@ class Relay:
             max_delay=MAX_BACKOFF,
         )
         self._broker_errors: dict[str, ErrorBackoff] = {}
+        # While running: writes a batch's outcomes while the next batch is claimed and sent.
+        self._writer: OutcomeWriter | None = None
         # Brokers that failed, and when the relay may try them again (time.monotonic()).
         self._resting: dict[str, float] = {}
 
@@ -145,6 +148,7 @@ class Relay:
                 name="outbox-relay-listener",
                 daemon=True,
             ).start()
+        self._writer = OutcomeWriter(self.using, self.relay_id)
         idle = True
         idle_poll = self.poll_seconds
         if queries_for(connections[self.using]).listens:
@@ -162,12 +166,18 @@ class Relay:
                     continue
                 self._database_errors.succeeded()
                 idle = result.claimed == 0
+                if idle:
+                    # The last batch's rows may still hold their keys: written before looking
+                    # again, so that an empty claim means nothing is ready.
+                    self._writer.flush()
                 if result.claimed >= self.batch_size and not result.unavailable:
                     continue
                 self._wake.wait(self._pause(result, idle_poll if idle else self.poll_seconds))
         finally:
             wakeups.unsubscribe(self.wake)
             listener_done.set()
+            self._writer.stop()
+            self._writer = None
             close_brokers()
             connections[self.using].close()
         logger.info("relay stopped relay=%s %s", self.relay_id, self.stats)
@@ -282,11 +292,16 @@ class Relay:
                 self._refused(message, outcome, token)
         else:
             self._broker_works(name)
-        self.stats.released += outcomes.released(self.using, token, unsent) if unsent else 0
-        if confirmed:
+        self.stats.released += len(unsent)
+        self.stats.sent += len(confirmed)
+        self.stats.by_broker[name] += len(confirmed)
+
+        def record() -> None:
+            if unsent:
+                outcomes.released(self.using, token, unsent)
+            if not confirmed:
+                return
             done = outcomes.confirmed(self.using, token, confirmed, keep=self.keep_sent)
-            self.stats.sent += len(confirmed)
-            self.stats.by_broker[name] += len(confirmed)
             if done < len(confirmed):
                 logger.warning(
                     "relay lost its lease relay=%s broker=%s confirmed=%s recorded=%s; the rest "
@@ -296,6 +311,11 @@ class Relay:
                     len(confirmed),
                     done,
                 )
+
+        if self._writer is not None:
+            self._writer.submit(record)
+        else:
+            record()
         return len(confirmed)
 
     def _refused(self, message: Envelope, refusal: Refusal, token: uuid.UUID) -> None:
@@ -345,6 +365,52 @@ class Relay:
         errors = self._broker_errors.get(name)
         if errors is not None and errors.failing:
             errors.succeeded()
+
+
+class OutcomeWriter:
+    """Write each batch's outcomes on a thread (and connection) of its own, so that the relay
+    claims and sends the next batch meanwhile. At most one batch waits: the relay never runs
+    far ahead of what is recorded.
+
+    A write that fails (the database is down) is logged and dropped: its messages keep their
+    lease until it expires and are published again, which consumers drop by id.
+    """
+
+    def __init__(self, using: str, relay_id: str) -> None:
+        self.using = using
+        self.relay_id = relay_id
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=1)
+        self._thread = threading.Thread(target=self._run, name="outbox-relay-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, write: Callable[[], None]) -> None:
+        self._queue.put(write)
+
+    def flush(self) -> None:
+        """Return once every submitted write is done."""
+        self._queue.join()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        try:
+            while (write := self._queue.get()) is not None:
+                try:
+                    write()
+                except DatabaseError:
+                    logger.exception(
+                        "recording a batch failed relay=%s; its messages will be published "
+                        "again when their lease expires",
+                        self.relay_id,
+                    )
+                    connections[self.using].close()
+                finally:
+                    self._queue.task_done()
+        finally:
+            self._queue.task_done()
+            connections[self.using].close()
 
 
 def _rounds(messages: Sequence[Envelope]) -> list[list[Envelope]]:

@@ -26,7 +26,7 @@ def published_messages(
     *,
     key: Any = ANY,
     type: Any = ANY,
-    payload: Any = ANY,  # noqa: A002
+    payload: Any = ANY,
 ) -> list[Message]:
     """Return the unsent messages that match, oldest first (``key=None``: keyless ones)."""
     messages = Message.objects.using(get_settings().database).unsent().order_by("id")
@@ -46,7 +46,7 @@ def assert_published(
     topic: str | None = None,
     *,
     key: Any = ANY,
-    type: Any = ANY,  # noqa: A002
+    type: Any = ANY,
     payload: Any = ANY,
     count: int | None = None,
 ) -> list[Message]:
@@ -71,7 +71,7 @@ def assert_not_published(
     *,
     key: Any = ANY,
     type: Any = ANY,
-    payload: Any = ANY,  # noqa: A002
+    payload: Any = ANY,
 ) -> None:
     """Assert that no unsent message matches."""
     found = published_messages(topic, key=key, type=type, payload=payload)
