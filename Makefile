@@ -20,8 +20,8 @@ BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
-.PHONY: help install install-lts postgres browser lint test test-sqlite test-postgresql test-lts \
-	test-lts-sqlite test-lts-postgresql wheel chaos demo bench screenshots clean docs
+.PHONY: help install install-lts postgres brokers browser lint test test-sqlite test-postgresql \
+	test-lts test-lts-sqlite test-lts-postgresql wheel chaos demo bench screenshots clean docs
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
@@ -49,6 +49,10 @@ install-lts: $(VENV_LTS)/.installed
 
 postgres:
 	@.ci/ensure-postgres
+
+# Redis, NATS (JetStream) and RabbitMQ for the relay's tests, started where they do not answer.
+brokers:
+	@.ci/ensure-brokers
 
 # Debian's chromium and chromium-driver for the admin's browser tests (-m browser), installed
 # where missing and possible; the tests skip, saying why, where they are not.
@@ -101,14 +105,14 @@ wheel: install
 # Two chains of legs run side by side (.ci/parallel): the legs use different databases, and
 # wait more than they compute. Each chain pairs a long leg with a short one (Django 6 on
 # PostgreSQL, the longest, then 5.2 on SQLite, the shortest) so that both end together.
-test: lint docs install-lts postgres browser
+test: lint docs install-lts postgres brokers browser
 	.ci/parallel "$(MAKE) --no-print-directory --keep-going test-postgresql test-lts-sqlite" \
 	  "$(MAKE) --no-print-directory --keep-going test-sqlite test-lts-postgresql wheel"
 
 # The fault-injection suite at full size (about 10 min); `make test` runs it at CI size.
 # Figures go to .chaos/report.jsonl, for docs/reliability.md.
 CHAOS_ARGS ?=
-chaos: install postgres
+chaos: install postgres brokers
 	mkdir -p .chaos
 	OUTBOX_CHAOS_SCALE=full OUTBOX_CHAOS_REPORT=$(CURDIR)/.chaos/report.jsonl \
 	  DATABASE_URL=$(SQLITE_URL) $(VENV)/bin/pytest -m chaos $(CHAOS_ARGS)

@@ -468,3 +468,145 @@ class Dashboard(Job):
         verbose_name = _("dashboard")
         verbose_name_plural = _("dashboard")
         default_permissions = ()
+
+
+class MessageStatus(models.TextChoices):
+    """Where a message is on its way to its broker: pending until confirmed, or blocked."""
+
+    # Waiting for a relay, or held by one (lease_token set) while it publishes.
+    PENDING = "pending", _("Pending")
+    # The broker refused it for good (too large, unroutable): its key's later messages wait
+    # behind it until the admin retries it or skips it.
+    BLOCKED = "blocked", _("Blocked")
+    # The broker confirmed it; kept only when OUTBOX["RELAY"]["RETENTION"] asks for it.
+    SENT = "sent", _("Sent")
+
+
+class MessageQuerySet(models.QuerySet["Message"]):
+    def unsent(self) -> MessageQuerySet:
+        """Messages the broker has not confirmed: pending or blocked."""
+        return self.exclude(status=MessageStatus.SENT)
+
+    def pending(self) -> MessageQuerySet:
+        return self.filter(status=MessageStatus.PENDING)
+
+    def blocked(self) -> MessageQuerySet:
+        return self.filter(status=MessageStatus.BLOCKED)
+
+    def sent(self) -> MessageQuerySet:
+        return self.filter(status=MessageStatus.SENT)
+
+
+class Message(models.Model):
+    """A message for a broker, written by ``publish()`` in the caller's transaction.
+
+    The relay (``django_outbox.relay``) publishes it after that commits, and deletes it once
+    the broker confirmed it. The id is a UUIDv7, time-ordered: it is the broker's message id
+    (consumers drop duplicates by it) and the order of a key's messages.
+    """
+
+    id = models.UUIDField(_("id"), primary_key=True)
+    # The broker's destination: an exchange's routing key, a stream, a subject, a Kafka topic.
+    topic = models.CharField(_("topic"), max_length=255)
+    # Messages with one key reach the broker in the order of their ids, one relay at a time;
+    # NULL (no key) travels in parallel. Kafka's partition key.
+    key = models.CharField(  # noqa: DJ001 (NULL for none: the key order's index leaves those out)
+        _("key"), max_length=255, null=True, blank=True
+    )
+    type = models.CharField(_("type"), max_length=255, blank=True, default="")
+    headers = PayloadField(_("headers"), default=dict, blank=True)
+    payload = PayloadField(_("payload"), null=True, blank=True)
+    # The name of its broker in OUTBOX["BROKERS"].
+    broker = models.CharField(_("broker"), max_length=100)
+    status = models.CharField(
+        _("status"), max_length=16, choices=MessageStatus.choices, default=MessageStatus.PENDING
+    )
+    created_at = models.DateTimeField(_("created at"), db_default=Now())
+    # Times the broker refused it (not outages: those cost nothing).
+    attempts = models.PositiveIntegerField(_("attempts"), default=0, db_default=0)
+    # A new token for every claim: the relay deletes or marks only rows that still carry its
+    # token, so a relay that lost its lease (paused past it) changes nothing.
+    lease_token = models.UUIDField(_("lease token"), null=True, blank=True)
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+    # While pending: publish no earlier than this (after a refusal the broker may take back).
+    available_at = models.DateTimeField(_("available at"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True, default="", db_default="")
+
+    objects = MessageQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
+        ordering = ["-id"]
+        indexes = [
+            # The relay's claim: pending messages in id order. Partial: sent ones, however
+            # many are kept, never enter it.
+            models.Index(
+                F("id"),
+                name="outbox_message_pending",
+                condition=Q(status=MessageStatus.PENDING),
+            ),
+            # The claim's check that no earlier message of a candidate's key holds it back
+            # (leased, blocked, or waiting for a retry): only such messages are in it, so the
+            # check reads a few entries however long the key's backlog.
+            models.Index(
+                F("broker"),
+                F("topic"),
+                F("key"),
+                F("id"),
+                name="outbox_message_key_holds",
+                condition=Q(key__isnull=False)
+                & (
+                    Q(lease_token__isnull=False)
+                    | Q(status=MessageStatus.BLOCKED)
+                    | Q(available_at__isnull=False)
+                ),
+            ),
+            # The admin's and outbox_health's blocked messages.
+            models.Index(
+                F("id"),
+                name="outbox_message_blocked",
+                condition=Q(status=MessageStatus.BLOCKED),
+            ),
+            # Retention pruning of sent messages.
+            models.Index(
+                F("sent_at"),
+                name="outbox_message_sent",
+                condition=Q(status=MessageStatus.SENT),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=MessageStatus.values), name="outbox_message_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.id}"
+
+
+class InboxEntry(models.Model):
+    """A message a consumer has handled (``receive_once``): its second delivery does nothing.
+
+    Written in the consumer's own transaction, with its effects: both commit or neither.
+    Pruned after ``OUTBOX["RELAY"]["INBOX_RETENTION"]`` seconds.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    consumer = models.CharField(_("consumer"), max_length=255)
+    message_id = models.CharField(_("message id"), max_length=255)
+    received_at = models.DateTimeField(_("received at"), db_default=Now())
+
+    class Meta:
+        verbose_name = _("inbox entry")
+        verbose_name_plural = _("inbox entries")
+        constraints = [
+            # The race's arbiter: of two deliveries in flight, the second waits for the first
+            # one's transaction and then finds the id taken.
+            models.UniqueConstraint(fields=["consumer", "message_id"], name="outbox_inbox_once")
+        ]
+        indexes = [models.Index(F("received_at"), name="outbox_inbox_received")]
+
+    def __str__(self) -> str:
+        return f"{self.consumer} {self.message_id}"

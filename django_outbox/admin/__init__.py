@@ -6,9 +6,11 @@ May import anything below it (the base modules, ``db``, ``jobs``, ``tasks``, ``c
 
 from django.contrib import admin
 
-from ..models import Dashboard, Job
+from ..models import Dashboard, Job, Message
 from .dashboard import DashboardAdmin
 from .job_admin import JobAdmin
+from .message_admin import MessageAdmin
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(Dashboard, DashboardAdmin)
+admin.site.register(Message, MessageAdmin)

@@ -330,6 +330,8 @@ class DatabaseQueries:
         on_enqueue: Callable[[str], None],
         stop: threading.Event,
         retry_seconds: float,
+        channel: str = "django_outbox",
     ) -> None:
-        """Call ``on_enqueue(queue)`` for enqueues in other processes until ``stop`` is set."""
+        """Call ``on_enqueue(queue)`` for enqueues in other processes until ``stop`` is set;
+        ``channel`` names another kind of announcement (the relay's messages)."""
         raise NotImplementedError(f"{self.vendor} cannot announce enqueues to other processes.")

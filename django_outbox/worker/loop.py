@@ -46,6 +46,7 @@ from .job_logs import log_job
 from .maintenance import Maintenance
 from .pacing import RetryPacing
 from .registration import Registration
+from .relay_thread import RelayThread
 from .runner import Outcome, report_cancelled, report_succeeded, run_job
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class Worker:
         worker_id: str | None = None,
         prefetch: int | None = None,
         cron: bool = True,
+        relay: bool = True,
     ) -> None:
         outbox = get_settings()
         self.using = outbox.database
@@ -184,6 +186,11 @@ class Worker:
             cron=self._cron_scheduler(cron),
             health=self.health,
             registration=self._registration,
+        )
+        # Messages for brokers (publish()) go out from a thread of every worker but burst ones,
+        # which exit once their jobs are done.
+        self._relay = (
+            RelayThread(self.worker_id) if relay and outbox.brokers and not burst else None
         )
         self._claim_errors = ErrorBackoff(
             f"claiming jobs worker={self.worker_id}",
@@ -428,6 +435,8 @@ class Worker:
             self._threads.append(thread)
         self._completer.start()
         self._maintenance.start()
+        if self._relay is not None:
+            self._relay.start()
         if queries_for(connections[self.using]).listens:
             threading.Thread(target=self._listen, name="outbox-listener", daemon=True).start()
 
@@ -570,6 +579,9 @@ class Worker:
                 waited=self.shutdown_timeout,
                 history_limit=self.history_limit,
             )
+        if self._relay is not None:
+            # Its batch in flight finishes (or is handed back); its leases expire otherwise.
+            self._relay.stop(timeout=1.0 if self._aborting.is_set() else 10.0)
         # Jobs whose handler returned are recorded before the worker goes.
         self._completer.stop(timeout=1.0 if self._aborting.is_set() else 30.0)
         self._helpers_done.set()

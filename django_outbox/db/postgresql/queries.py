@@ -519,8 +519,10 @@ class PostgreSQLQueries(DatabaseQueries):
         on_enqueue: Callable[[str], None],
         stop: threading.Event,
         retry_seconds: float,
+        channel: str = CHANNEL,
     ) -> None:
-        """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set.
+        """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set (for
+        every NOTIFY on ``channel``: the relay listens on its own).
 
         Runs on a connection of its own (LISTEN needs one that stays idle, outside
         transactions), reconnecting when it breaks; the worker's polling covers the gaps.
@@ -535,7 +537,7 @@ class PostgreSQLQueries(DatabaseQueries):
             listener: Any = None
             try:
                 listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-                listener.execute(f"LISTEN {CHANNEL}")
+                listener.execute(f"LISTEN {channel}")
                 if errors.failing:
                     errors.succeeded()
                     # Jobs enqueued while not listening were missed: look once.
