@@ -20,28 +20,13 @@ from ..models import Dashboard, Job, JobStatus
 from ..stats.overview import DAY, DEPTH_STATUSES, HOUR, Activity, dashboard
 from ..worker.registration import Registered
 from .charts import activity_chart
+from .times import duration_text
 
 if TYPE_CHECKING:
     DashboardModelAdmin = admin.ModelAdmin[Dashboard]
 else:
     # ModelAdmin is generic only in the type stubs.
     DashboardModelAdmin = admin.ModelAdmin
-
-
-def duration_text(seconds: float | None) -> str:
-    """``42 s``, ``7 min``, ``3 h 5 min``, ``2 d 4 h``; an empty string for None."""
-    if seconds is None:
-        return ""
-    seconds = max(0, round(seconds))
-    if seconds < 120:
-        return f"{seconds} s"
-    minutes = seconds // 60
-    if minutes < 120:
-        return f"{minutes} min"
-    hours = minutes // 60
-    if hours < 48:
-        return f"{hours} h {minutes % 60} min"
-    return f"{hours // 24} d {hours % 24} h"
 
 
 def _summary(activity: Activity) -> str:

@@ -195,3 +195,23 @@ class SchedulingFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         condition = self.conditions.get(str(self.value()))
         return queryset if condition is None else queryset.filter(condition)
+
+
+def listed_status(request: HttpRequest) -> str | None:
+    """The one status the list is filtered by (``?status__exact=failed``), or None."""
+    return status_of(request.GET.getlist("status__exact"))
+
+
+def status_of(values: list[str]) -> str | None:
+    """The status of the status filter's parameter values, if one."""
+    if len(values) == 1 and values[0] in JobStatus.values:
+        return values[0]
+    return None
+
+
+def ordering_for(status: str | None) -> list[str]:
+    """The list's order when none is asked for: failed jobs by when they failed (an old job
+    that fails again comes back to the top, not among the old ids), others newest first."""
+    if status == JobStatus.FAILED:
+        return ["-finished_at", "-id"]
+    return ["-id"]

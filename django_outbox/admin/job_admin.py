@@ -15,16 +15,16 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.db import OperationalError
-from django.db.models import Q, QuerySet
+from django.db.models import Combinable, Q, QuerySet
 from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator, format_lazy
-from django.utils.timesince import timesince
 from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
@@ -34,10 +34,19 @@ from ..conf import get_settings
 from ..db.time_limits import is_time_limit, query_time_limit
 from ..jobs.control import cancel_jobs, resume_jobs
 from ..jobs.transitions import RETRYABLE, retry_failed
-from ..models import CANCELLABLE, CLAIMABLE, Job, JobStatus
-from . import history, job_views
-from .filters import QueueFilter, SchedulingFilter, StatusFilter, TaskFilter
-from .paging import JobPaginator, ShownCount, count_text
+from ..models import CANCELLABLE, CLAIMABLE, FINISHED, Job, JobStatus
+from . import history, job_views, times
+from .filters import (
+    QueueFilter,
+    SchedulingFilter,
+    StatusFilter,
+    TaskFilter,
+    listed_status,
+    ordering_for,
+    status_of,
+)
+from .paging import AFTER_VAR, Cursor, JobPaginator, Ordering, ShownCount, more_than_text
+from .summary import first_line, when_html
 
 if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
@@ -101,6 +110,11 @@ class JobChangeList(ChangeList):
                 django_task_path=django_task_jobs.path_expression(),
             )
         )
+        ordered_by = {str(field).lstrip("-") for field in jobs.query.order_by}
+        if "finished_at" in ordered_by and listed_status(request) in FINISHED:
+            # The condition of the (status, finished_at, id) index, which the status filter
+            # implies: SQLite uses a partial index only for a query that repeats it.
+            jobs = jobs.filter(status__in=FINISHED)
         return jobs
 
     def get_ordering_field(self, field_name: Any) -> Any:
@@ -110,24 +124,99 @@ class JobChangeList(ChangeList):
             return None
         return super().get_ordering_field(field_name)
 
+    #: Whether the list is paged by key (``?after=``): more jobs than the count counts.
+    by_key = False
+    #: The query string of the next page by key; None on the last page.
+    next_page_query: str | None = None
+    #: The query string of the list's first page (without ``?after=``).
+    first_page_query = ""
+    #: Whether this page is one after another (``?after=`` given).
+    after_cursor = False
+
+    def _get_default_ordering(self) -> list[str]:
+        # What the column headers mark as the order: the admin's get_ordering(request), which
+        # Django's ChangeList does not ask here.
+        return ordering_for(status_of(self.filter_params.get("status__exact", [])))
+
+    def get_filters_params(self, params: Any = None) -> dict[str, Any]:
+        lookup_params: dict[str, Any] = super().get_filters_params(params)
+        # The page's place, not a filter.
+        lookup_params.pop(AFTER_VAR, None)
+        return lookup_params
+
+    def get_query_string(self, new_params: Any = None, remove: Any = None) -> str:
+        # A filter, a sort or a search link starts again at the first page.
+        return str(super().get_query_string(new_params, [*(remove or ()), AFTER_VAR]))
+
     def get_results(self, request: HttpRequest) -> None:
-        super().get_results(request)
-        paginator = self.paginator
-        if isinstance(paginator, JobPaginator) and not paginator.exact:
-            # "about 1,000,000 jobs", "Select all about 1,000,000 jobs" in the templates.
-            self.result_count = ShownCount(self.result_count, count_text(paginator))
+        paginator = self.model_admin.get_paginator(request, self.queryset, self.list_per_page)
+        assert isinstance(paginator, JobPaginator)
+        ordering = Ordering.of(self.queryset)
+        cursor = Cursor.decode(request.GET.get(AFTER_VAR, ""))
+        self.first_page_query = self.get_query_string()
+        if ordering is None or not (AFTER_VAR in request.GET or not paginator.exact):
+            self._get_numbered_results(paginator)
+            return
+        # Paged by key: the page after the cursor, one job more to know if another page follows.
+        jobs = self.queryset if cursor is None else self.queryset.filter(ordering.after(cursor))
+        rows = list(jobs[: self.list_per_page + 1])
+        full = len(rows) > self.list_per_page
+        rows = rows[: self.list_per_page]
+        if full:
+            self.next_page_query = self.get_query_string(
+                {AFTER_VAR: ordering.cursor(rows[-1]).encode()}
+            )
+        if paginator.exact:
+            count = ShownCount(paginator.count, number_format(paginator.count, force_grouping=True))
+        elif cursor is None and not full:
+            # The count was stopped, but the first page holds every job.
+            count = ShownCount(len(rows), number_format(len(rows), force_grouping=True))
+        else:
+            known = paginator.count_limit if paginator.counted is not None else len(rows)
+            count = ShownCount(known + 1, more_than_text(known))
+        self.by_key = True
+        self.after_cursor = cursor is not None
+        self.result_count = count
+        self.full_result_count = None
+        self.show_full_result_count = False
+        self.show_admin_actions = True
+        self.result_list = rows
+        self.can_show_all = False
+        self.multi_page = full or cursor is not None
+        self.paginator = paginator
+
+    def _get_numbered_results(self, paginator: JobPaginator) -> None:
+        """Django's pages by number, for a list counted exactly: a page past the last (jobs
+        deleted since the link was made) shows the last, keeping the search and filters."""
+        result_count = paginator.count
+        multi_page = result_count > self.list_per_page
+        can_show_all = result_count <= self.list_max_show_all
+        if (self.show_all and can_show_all) or not multi_page:
+            result_list: Any = self.queryset._clone()
+        else:
+            self.page_num = min(max(self.page_num, 1), paginator.num_pages)
+            result_list = paginator.page(self.page_num).object_list
+        self.result_count = result_count
+        self.full_result_count = None
+        self.show_full_result_count = False
+        self.show_admin_actions = True
+        self.result_list = result_list
+        self.can_show_all = can_show_all
+        self.multi_page = multi_page
+        self.paginator = paginator
 
 
 class JobAdmin(JobModelAdmin):
+    # One line a job at 1280 px with the sidebar open: long texts are clipped (the whole in
+    # their tooltip), times are relative with the clock time to the second beside them.
     list_display = (
         "id",
+        "status_display",
         "task_display",
         "queue",
-        "status_display",
         "age_display",
         "attempts_display",
-        "run_at",
-        "finished_at",
+        "when_display",
         "last_error_short",
     )
     # Every choice is known without reading the table (admin_filters).
@@ -139,7 +228,8 @@ class JobAdmin(JobModelAdmin):
     )
     # Facet counts would count every job of every choice at each request.
     show_facets = admin.ShowFacets.NEVER
-    # Only the primary key orders the list along an index; a sort by another column would sort
+    # Only columns an index orders the list by are sortable (get_sortable_by): the primary key,
+    # and for a list of one finished status, when the jobs finished. Another column would sort
     # the whole table (the date hierarchy, which read enqueued_at's days, is gone for that too).
     sortable_by = ("id",)
     paginator = JobPaginator
@@ -215,6 +305,15 @@ class JobAdmin(JobModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList
+
+    def get_sortable_by(self, request: HttpRequest) -> tuple[str, ...]:
+        if listed_status(request) in FINISHED:
+            # (status, finished_at, id) and the failed jobs' (task or queue, finished_at, id).
+            return ("id", "when_display")
+        return ("id",)
+
+    def get_ordering(self, request: HttpRequest) -> list[str | Combinable]:
+        return [*ordering_for(listed_status(request))]
 
     def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         # A running job's worker holds it: deleted under it, its attempt's work would be lost
@@ -453,9 +552,15 @@ class JobAdmin(JobModelAdmin):
         else:
             path = django_task_jobs.path_of(job.task_name, job.payload)
         if not path:
-            return job.task_name
+            return format_html(
+                '<span class="outbox-clip outbox-task" title="{}">{}</span>',
+                job.task_name,
+                job.task_name,
+            )
         return format_html(
-            '{} <span class="outbox-django-task" title="{}">({})</span>',
+            '<span class="outbox-clip outbox-task" title="{}">{} '
+            '<span class="outbox-django-task" title="{}">({})</span></span>',
+            path,
             path,
             job.task_name,
             gettext("Django task"),
@@ -463,10 +568,21 @@ class JobAdmin(JobModelAdmin):
 
     @admin.display(description=_("age"))
     def age_display(self, job: Job) -> str:
-        """How long ago the job was enqueued."""
+        """How long ago the job was enqueued; when, to the second, in the tooltip."""
         if job.enqueued_at is None:
             return "-"
-        return timesince(job.enqueued_at, timezone.now(), depth=1)
+        return format_html(
+            '<time datetime="{}" title="{}">{}</time>',
+            job.enqueued_at.isoformat(),
+            times.full_text(job.enqueued_at),
+            times.duration_text((timezone.now() - job.enqueued_at).total_seconds()),
+        )
+
+    @admin.display(description=_("when"), ordering="finished_at")
+    def when_display(self, job: Job) -> SafeString:
+        """What happened last or happens next, and when: "failed 4 min ago 14:03:27",
+        "runs in 58 min", "started 12 s ago"."""
+        return when_html(job, timezone.now())
 
     @admin.display(description=_("depends on"))
     def dependencies_display(self, job: Job) -> str:
@@ -496,11 +612,17 @@ class JobAdmin(JobModelAdmin):
 
     @admin.display(description=_("last error"))
     def last_error_short(self, job: Job) -> str:
-        """The first line of the last error (the list reads only its start)."""
+        """The first line of the last error, clipped to the column; the start of the error
+        (what the list reads of it) in the tooltip."""
         head = getattr(job, "last_error_head", None)
-        text = job.last_error if head is None else head
-        first = text.strip().split("\n", 1)[0] if text else ""
-        return Truncator(first).chars(100)
+        text = (job.last_error if head is None else head).strip()
+        if not text:
+            return ""
+        return format_html(
+            '<span class="outbox-clip outbox-error" title="{}">{}</span>',
+            text,
+            Truncator(first_line(text)).chars(ERROR_HEAD_LENGTH),
+        )
 
     @admin.display(description=_("last error"))
     def last_error_display(self, job: Job) -> str:

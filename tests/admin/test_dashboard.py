@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_outbox.admin.dashboard import duration_text
+from django_outbox.admin.times import duration_text
 from django_outbox.models import Job, JobStatus, QueueActivity, WorkerProcess
 from django_outbox.stats.overview import dashboard
 from django_outbox.tasks.enqueue import build_job
