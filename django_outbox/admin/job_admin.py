@@ -14,8 +14,10 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db import OperationalError
-from django.db.models import Combinable, Q, QuerySet
+from django.db.models import Q, QuerySet
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -46,7 +48,8 @@ from .filters import (
     status_of,
 )
 from .paging import AFTER_VAR, Cursor, JobPaginator, Ordering, ShownCount, more_than_text
-from .summary import first_line, when_html
+from .permissions import may_read_payload
+from .summary import first_line, shown_error, summary_html, when_html
 
 if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
@@ -250,8 +253,10 @@ class JobAdmin(JobModelAdmin):
     list_per_page = 50
     show_full_result_count = False
     actions = ("retry_selected", "cancel_selected", "resume_selected", "delete_selected")
-    # What an operator reads first (status, error, history) at the top; what enqueue asked of
-    # the scheduler folded away.
+    # The page opens on its first screen (the summary line, the error, the actions:
+    # first_screen.html); then what the job is, its history, its payload; what enqueue asked of
+    # the scheduler folded away. Without the payload permission, get_fieldsets leaves out the
+    # payload and shows the history without errors' details.
     fieldsets = (
         (
             None,
@@ -267,7 +272,6 @@ class JobAdmin(JobModelAdmin):
                 )
             },
         ),
-        (_("Errors"), {"fields": ("last_error_display", "traceback_display")}),
         (_("History"), {"fields": ("history_display",)}),
         (
             _("Payload"),
@@ -293,7 +297,33 @@ class JobAdmin(JobModelAdmin):
         ),
     )
     # Every field shown is read-only: jobs change through the actions, never the form.
-    readonly_fields = tuple(flatten_fieldsets(fieldsets))
+    readonly_fields = (*flatten_fieldsets(fieldsets), "history_without_details_display")
+
+    def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
+        if may_read_payload(request):
+            return self.fieldsets
+        return [
+            (name, {**options, "fields": [_without_details(f) for f in options["fields"]]})
+            for name, options in self.fieldsets
+            if name != _("Payload")
+        ]
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        if may_read_payload(request):
+            return self.list_display
+        # The error's first line without the start of the rest in its tooltip.
+        return [
+            "last_error_first_line" if name == "last_error_short" else name
+            for name in self.list_display
+        ]
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # The admin log's messages hold payloads ("The payload before: ...").
+        if not may_read_payload(request):
+            raise PermissionDenied
+        return super().history_view(request, object_id, extra_context)
 
     # Jobs change only through the queue's own transitions; the admin inspects and retries.
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -332,7 +362,8 @@ class JobAdmin(JobModelAdmin):
         views = {
             "edit_payload": ("edit-payload", job_views.edit_payload_view, False),
             "retry": ("retry", job_views.retry_view, True),
-            "cancel": ("cancel", job_views.cancel_view, True),
+            # GET asks for confirmation.
+            "cancel": ("cancel", job_views.cancel_view, False),
         }
         info = (self.opts.app_label, self.opts.model_name)
         return [
@@ -379,11 +410,15 @@ class JobAdmin(JobModelAdmin):
             "show_save_as_new": False,
         }
         if job is not None:
+            readable = may_read_payload(request)
             context.update(
                 outbox_can_act=self.has_change_permission(request, job),
                 outbox_retryable=job.status in RETRYABLE,
                 outbox_cancellable=job.status in CANCELLABLE
                 or (job.status == JobStatus.RUNNING and not job.cancel_requested),
+                outbox_may_read_payload=readable,
+                outbox_summary=summary_html(job, timezone.now(), self.status_display(job)),
+                outbox_error=shown_error(job, may_read_details=readable),
             )
         return super().change_view(request, object_id, form_url, context)
 
@@ -625,8 +660,15 @@ class JobAdmin(JobModelAdmin):
         )
 
     @admin.display(description=_("last error"))
-    def last_error_display(self, job: Job) -> str:
-        return format_html("<pre>{}</pre>", job.last_error) if job.last_error else "-"
+    def last_error_first_line(self, job: Job) -> str:
+        """The first line of the last error, clipped to the column, and nothing more."""
+        head = getattr(job, "last_error_head", None)
+        line = first_line(job.last_error if head is None else head)
+        if not line:
+            return ""
+        return format_html(
+            '<span class="outbox-clip outbox-error" title="{}">{}</span>', line, line
+        )
 
     @admin.display(description=_("payload"))
     def payload_display(self, job: Job) -> str:
@@ -640,14 +682,16 @@ class JobAdmin(JobModelAdmin):
     def return_value_display(self, job: Job) -> str:
         return "-" if job.return_value is None else _json_block(job.return_value)
 
-    @admin.display(description=_("traceback"))
-    def traceback_display(self, job: Job) -> str:
-        return format_html("<pre>{}</pre>", job.last_traceback) if job.last_traceback else "-"
-
     @admin.display(description=_("history"))
     def history_display(self, job: Job) -> SafeString:
         """Every attempt (when, which worker, how long, which error) and operators' actions."""
         return history.render(history.history(job))
+
+    @admin.display(description=_("history"))
+    def history_without_details_display(self, job: Job) -> SafeString:
+        """The history with each error's first line only, and operators' actions without the
+        payloads they name."""
+        return history.render(history.history(job, details=False))
 
     def _report(self, request: HttpRequest, count: int, message: Any, level: int) -> None:
         """Tell the user what an action did to ``count`` jobs, if it did anything.
@@ -746,6 +790,10 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+
+
+def _without_details(field: str) -> str:
+    return "history_without_details_display" if field == "history_display" else field
 
 
 def _running_not_deleted(count: int) -> str:
