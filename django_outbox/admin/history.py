@@ -179,3 +179,12 @@ def render(events: list[Event]) -> SafeString:
         gettext("error"),
         rows,
     )
+
+
+def forget_pruned_jobs(sender: Any, job_ids: list[int], **kwargs: Any) -> None:
+    """Delete the admin log's entries of jobs the retention pruner deleted (``jobs_pruned``):
+    the log would otherwise outgrow the jobs it is about, and keep their payloads."""
+    LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(Job),
+        object_id__in=[str(job_id) for job_id in job_ids],
+    ).delete()

@@ -37,7 +37,7 @@ from ..db.time_limits import is_time_limit, query_time_limit
 from ..jobs.control import cancel_jobs, resume_jobs
 from ..jobs.transitions import RETRYABLE, retry_failed
 from ..models import CANCELLABLE, CLAIMABLE, FINISHED, Job, JobStatus
-from . import history, job_views, times
+from . import bulk, history, job_views, times
 from .filters import (
     QueueFilter,
     SchedulingFilter,
@@ -703,12 +703,26 @@ class JobAdmin(JobModelAdmin):
             self.message_user(request, message % {"count": count}, level)
 
     @admin.action(permissions=["change"], description=_("Retry selected failed or cancelled jobs"))
-    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> Any:
+        if request.POST.get("select_across") == "1" and not bulk.confirmed(request):
+            # Every failed job the list matches: perhaps thousands at once.
+            return bulk.confirmation(
+                self,
+                request,
+                queryset,
+                title=gettext("Retry every job the list matches?"),
+                consequence=gettext(
+                    "Each failed or cancelled job among them will be ready to run now, with one "
+                    "more attempt; the others are left as they are."
+                ),
+                button=gettext("Yes, retry them"),
+            )
         selected = queryset.count()
-        retried = retry_failed(queryset)
+        retried = bulk.act_in_chunks(queryset, Q(status__in=RETRYABLE), retry_failed)
+        bulk.log_changes(request, retried, gettext("Retried."))
         self._report(
             request,
-            retried,
+            len(retried),
             ngettext_lazy(
                 "%(count)d job is ready to run again.",
                 "%(count)d jobs are ready to run again.",
@@ -718,7 +732,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            selected - retried,
+            selected - len(retried),
             ngettext_lazy(
                 "%(count)d selected job was not retried: only failed or cancelled jobs can be.",
                 "%(count)d selected jobs were not retried: only failed or cancelled jobs can be.",
@@ -726,14 +740,36 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+        return None
 
-    @admin.action(permissions=["change"], description=_("Cancel selected jobs"))
-    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    @admin.action(permissions=["change"], description=_("Cancel selected jobs…"))
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> Any:
+        if not bulk.confirmed(request):
+            return bulk.confirmation(
+                self,
+                request,
+                queryset,
+                title=gettext("Cancel the selected jobs?"),
+                consequence=gettext(
+                    "Jobs that wait will not run; running ones are asked to stop, and end as "
+                    "cancelled at their worker's next heartbeat. Finished jobs are left as they "
+                    "are."
+                ),
+                button=gettext("Yes, cancel them"),
+            )
         selected = queryset.count()
-        cancelled, requested = cancel_jobs(queryset)
+        changed = bulk.act_in_chunks(
+            queryset,
+            Q(status__in=CANCELLABLE) | Q(status=JobStatus.RUNNING, cancel_requested=False),
+            cancel_jobs,
+        )
+        cancelled = [job for job in changed if job.status != JobStatus.RUNNING]
+        requested = [job for job in changed if job.status == JobStatus.RUNNING]
+        bulk.log_changes(request, cancelled, gettext("Cancelled."))
+        bulk.log_changes(request, requested, gettext("Asked the running job to stop."))
         self._report(
             request,
-            cancelled,
+            len(cancelled),
             ngettext_lazy(
                 "%(count)d job was cancelled: it will not run.",
                 "%(count)d jobs were cancelled: they will not run.",
@@ -743,7 +779,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            requested,
+            len(requested),
             ngettext_lazy(
                 "%(count)d running job was asked to stop; it ends as cancelled when its worker "
                 "sees the request (at its next heartbeat).",
@@ -755,7 +791,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            selected - cancelled - requested,
+            selected - len(changed),
             ngettext_lazy(
                 "%(count)d selected job was not cancelled: it had finished, or was already asked "
                 "to stop.",
@@ -765,14 +801,16 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+        return None
 
     @admin.action(permissions=["change"], description=_("Resume selected halted jobs"))
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         selected = queryset.count()
-        resumed = resume_jobs(queryset)
+        resumed = bulk.act_in_chunks(queryset, Q(status=JobStatus.HALTED), resume_jobs)
+        bulk.log_changes(request, resumed, gettext("Resumed without data."))
         self._report(
             request,
-            resumed,
+            len(resumed),
             ngettext_lazy(
                 "%(count)d halted job is ready to run again (resumed without data).",
                 "%(count)d halted jobs are ready to run again (resumed without data).",
@@ -782,7 +820,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            selected - resumed,
+            selected - len(resumed),
             ngettext_lazy(
                 "%(count)d selected job was not resumed: only halted jobs can be.",
                 "%(count)d selected jobs were not resumed: only halted jobs can be.",
