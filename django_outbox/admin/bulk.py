@@ -57,7 +57,7 @@ def act_in_chunks(
 
 def log_changes(request: HttpRequest, jobs: list[Job], message: str) -> None:
     """One admin log entry per job, written at once."""
-    if jobs:
+    if jobs and request.user.pk is not None:
         LogEntry.objects.log_actions(
             user_id=request.user.pk, queryset=jobs, action_flag=CHANGE, change_message=message
         )

@@ -43,6 +43,7 @@ from .filters import (
     SchedulingFilter,
     StatusFilter,
     TaskFilter,
+    WaitingFilter,
     listed_status,
     ordering_for,
     status_of,
@@ -227,6 +228,7 @@ class JobAdmin(JobModelAdmin):
         ("status", StatusFilter),
         ("queue", QueueFilter),
         ("task_name", TaskFilter),
+        WaitingFilter,
         SchedulingFilter,
     )
     # Facet counts would count every job of every choice at each request.
@@ -303,7 +305,7 @@ class JobAdmin(JobModelAdmin):
         if may_read_payload(request):
             return self.fieldsets
         return [
-            (name, {**options, "fields": [_without_details(f) for f in options["fields"]]})
+            (name, {**options, "fields": [_without_details(str(f)) for f in options["fields"]]})
             for name, options in self.fieldsets
             if name != _("Payload")
         ]
