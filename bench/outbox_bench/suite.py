@@ -48,7 +48,7 @@ class BenchConfig:
     parts: tuple[str, ...] = PARTS
 
 
-#: The targets of the performance issue, as (figure, at least/at most, value).
+#: The targets the bench checks, as (figure, at least/at most, value): docs/performance.md.
 TARGETS: dict[str, dict[str, tuple[str, float]]] = {
     "postgresql": {
         "enqueue_per_s": (">=", 1_400),

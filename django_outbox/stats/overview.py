@@ -7,7 +7,7 @@ indexes, running ones along ``outbox_job_lease``, halted ones along ``outbox_job
 failed ones along the failed jobs' own partial indexes (by queue, by task); the charts come from
 ``QueueActivity``, which workers write at their heartbeats (a row per queue and minute). So its
 cost is the backlog's and the failed jobs', however many finished jobs are kept:
-docs/performance.md ("Dashboard") has the figures at 1,000,000 finished jobs.
+docs/performance.md ("The dashboard") has the figures at 1,000,000 finished jobs.
 """
 
 from __future__ import annotations

@@ -482,8 +482,8 @@ def test_the_message_names_the_key_the_problem_and_the_allowed_range(outbox, exp
         pytest.param({"RETENTION": {"FAILED": 1e15}}, ["E010"], id="retention-1e15"),
     ],
 )
-def test_the_settings_of_issue_13_fail_manage_py_check(outbox, ids):
-    """Each setting the issue reproduced a misbehaving worker with now stops the worker's start."""
+def test_settings_that_made_a_worker_misbehave_fail_manage_py_check(outbox, ids):
+    """Each setting that once made a worker misbehave now stops the worker's start."""
     with override_settings(OUTBOX=outbox):
         assert [error.id for error in check_outbox_setting()] == [f"django_outbox.{i}" for i in ids]
         with pytest.raises(SystemCheckError, match=ids[0]):

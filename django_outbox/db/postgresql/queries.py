@@ -330,7 +330,7 @@ class PostgreSQLQueries(DatabaseQueries):
             # The round is the database's to compute (enqueuers of the key serialized). Planned
             # at every run: prepared, a plan made while the table was nearly empty would scan
             # it for each round, and a transaction enqueueing thousands of fair jobs one by one
-            # would take minutes (docs/performance.md, "Two layouts of a fair backlog").
+            # would take minutes (docs/performance.md, "Known limits").
             params += rounds_params(job.queue, job.fair_key)
             _, rows = self.execute_replanned(connection, INSERT_FAIR_JOB_SQL, params)
         else:
