@@ -26,7 +26,7 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from django.utils.text import Truncator, format_lazy
+from django.utils.text import format_lazy
 from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
@@ -86,8 +86,8 @@ STATUS_COLOURS = {
 }
 #: The most jobs the delete confirmation names (it counts the others).
 DELETE_LISTED = 100
-#: How much of the last error the list reads: its first line is shown.
-ERROR_HEAD_LENGTH = 200
+#: How much of the last error the list reads: its first line is shown, this much on hover.
+ERROR_HEAD_LENGTH = 500
 
 
 class JobChangeList(ChangeList):
@@ -136,6 +136,24 @@ class JobChangeList(ChangeList):
     first_page_query = ""
     #: Whether this page is one after another (``?after=`` given).
     after_cursor = False
+
+    def filter_bar(self) -> list[dict[str, Any]]:
+        """The filters as the bar above the list shows them: each its title, its selected
+        choice's text and its choices (the admin's column of filters beside the list left the
+        list too little width for one line a job)."""
+        bar = []
+        for spec in self.filter_specs:
+            choices = list(spec.choices(self))
+            selected = next((choice for choice in choices if choice.get("selected")), None)
+            bar.append(
+                {
+                    "title": spec.title,
+                    "active": selected is not None and selected is not choices[0],
+                    "selected": selected["display"] if selected else "",
+                    "choices": choices,
+                }
+            )
+        return bar
 
     def _get_default_ordering(self) -> list[str]:
         # What the column headers mark as the order: the admin's get_ordering(request), which
@@ -655,10 +673,12 @@ class JobAdmin(JobModelAdmin):
         text = (job.last_error if head is None else head).strip()
         if not text:
             return ""
+        cut = head is not None and len(head) >= ERROR_HEAD_LENGTH
         return format_html(
-            '<span class="outbox-clip outbox-error" title="{}">{}</span>',
+            '<span class="outbox-clip outbox-error" title="{}{}">{}</span>',
             text,
-            Truncator(first_line(text)).chars(ERROR_HEAD_LENGTH),
+            "…" if cut else "",
+            first_line(text),
         )
 
     @admin.display(description=_("last error"))
