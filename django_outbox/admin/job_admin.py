@@ -15,7 +15,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db import OperationalError
+from django.db import OperationalError, connections
 from django.db.models import Q, QuerySet
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Substr
@@ -33,6 +33,7 @@ from django.views.decorators.http import require_POST
 
 from .. import django_task_jobs
 from ..conf import get_settings
+from ..db import reports_for
 from ..db.time_limits import is_time_limit, query_time_limit
 from ..jobs.control import cancel_jobs, resume_jobs
 from ..jobs.transitions import RETRYABLE, retry_failed
@@ -115,7 +116,11 @@ class JobChangeList(ChangeList):
             )
         )
         ordered_by = {str(field).lstrip("-") for field in jobs.query.order_by}
-        if "finished_at" in ordered_by and listed_status(request) in FINISHED:
+        if (
+            "finished_at" in ordered_by
+            and listed_status(request) in FINISHED
+            and not reports_for(connections[jobs.db]).infers_partial_index_conditions
+        ):
             # The condition of the (status, finished_at, id) index, which the status filter
             # implies: SQLite uses a partial index only for a query that repeats it.
             jobs = jobs.filter(status__in=FINISHED)
@@ -218,7 +223,11 @@ class JobChangeList(ChangeList):
         else:
             self.page_num = min(max(self.page_num, 1), paginator.num_pages)
             result_list = paginator.page(self.page_num).object_list
-        self.result_count = result_count
+        self.result_count = (
+            result_count
+            if paginator.exact
+            else ShownCount(result_count, more_than_text(paginator.count_limit))
+        )
         self.full_result_count = None
         self.show_full_result_count = False
         self.show_admin_actions = True

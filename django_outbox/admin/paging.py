@@ -89,37 +89,39 @@ def more_than_text(count: int) -> str:
 
 @dataclass(frozen=True)
 class Ordering:
-    """A list order that a page by key can follow: an optional column, then the id."""
+    """A list order that a page by key can follow: an optional column, then the id, each
+    ascending or descending (Django adds the id descending to an order by a column)."""
 
     #: ``finished_at`` or None (the id alone).
     column: str | None
     descending: bool
+    id_descending: bool
 
     @classmethod
     def of(cls, queryset: QuerySet[Any]) -> Ordering | None:
         """The order of ``queryset`` if pages by key can follow it, else None."""
         fields = [str(field) for field in queryset.query.order_by]
-        names = [field.lstrip("-").replace("pk", "id") for field in fields]
-        directions = {field.startswith("-") for field in fields}
-        if len(directions) != 1:
-            return None
-        descending = directions.pop()
-        if names in (["id"], ["id", "id"]):
-            return cls(None, descending)
-        if names[:2] == ["finished_at", "id"]:
-            return cls("finished_at", descending)
+        keys: list[tuple[str, bool]] = []
+        for field in fields:
+            name = field.lstrip("-").replace("pk", "id")
+            # A column named again (the default order after the one clicked) sorts nothing more.
+            if name not in (key for key, _ in keys):
+                keys.append((name, field.startswith("-")))
+        if keys and keys[0][0] == "id":
+            return cls(None, keys[0][1], keys[0][1])
+        if len(keys) >= 2 and keys[0][0] == "finished_at" and keys[1][0] == "id":
+            return cls("finished_at", keys[0][1], keys[1][1])
         return None
 
     def after(self, cursor: Cursor) -> Q:
         """The jobs after ``cursor`` in this order."""
-        beyond = "lt" if self.descending else "gt"
-        past_id = Q(**{f"pk__{beyond}": cursor.id})
+        past_id = Q(**{f"pk__{'lt' if self.id_descending else 'gt'}": cursor.id})
         if self.column is None:
             return past_id
         if cursor.value is None:
             # A finished job without its time (none is written so): the ids that follow.
             return Q(**{f"{self.column}__isnull": True}) & past_id
-        within = "lte" if self.descending else "gte"
+        beyond, within = ("lt", "lte") if self.descending else ("gt", "gte")
         # The range first, so that the index's scan starts at the cursor; then the tie-break.
         return Q(**{f"{self.column}__{within}": cursor.value}) & (
             Q(**{f"{self.column}__{beyond}": cursor.value})

@@ -80,3 +80,38 @@ class TestTimes:
         assert ">runs in 59 min</time>" in response.text or ">runs in 60 min</time>" in (
             response.text
         ), waiting
+
+
+@pytest.mark.django_db
+class TestPagesByKeyInEveryOrder:
+    @pytest.mark.parametrize("order", ["7", "-7", "1", "-1"])
+    def test_pages_by_key_follow_each_sortable_order(self, admin_client, monkeypatch, order):
+        from django_outbox.admin.job_admin import JobAdmin
+        from django_outbox.admin.paging import JobPaginator
+
+        monkeypatch.setattr(JobPaginator, "count_limit", 2)
+        monkeypatch.setattr(JobAdmin, "list_per_page", 2)
+        jobs = [make_failed(tasks.always_fails.enqueue()) for _ in range(5)]
+        # Two failed at the same moment: the id breaks the tie.
+        same = timezone.now() - datetime.timedelta(minutes=3)
+        for job, minutes in zip(jobs, (9, 3, 3, 1, 7), strict=True):
+            Job.objects.filter(pk=job.pk).update(
+                finished_at=same
+                if minutes == 3
+                else timezone.now() - datetime.timedelta(minutes=minutes)
+            )
+        params = {"status__exact": "failed", "o": order}
+        url, seen = reverse(CHANGELIST), []
+        query = "?" + "&".join(f"{key}={value}" for key, value in params.items())
+        while query:
+            response = admin_client.get(url + query)
+            cl = response.context["cl"]
+            assert cl.by_key, cl.queryset.query.order_by
+            assert str(cl.result_count) == "more than 2"
+            seen += ids(response)
+            query = cl.next_page_query
+        expected = list(
+            Job.objects.order_by(*cl.queryset.query.order_by).values_list("pk", flat=True)
+        )
+        assert seen == expected
+        assert sorted(seen) == sorted(job.pk for job in jobs)
