@@ -180,6 +180,9 @@ class Job(models.Model):
         verbose_name = _("job")
         verbose_name_plural = _("jobs")
         ordering = ["-id"]
+        # Payloads, tracebacks and return values often hold personal data (e-mail addresses,
+        # names): the admin shows them only to users with this permission.
+        permissions = [("view_job_payload", _("Can view job payloads and tracebacks"))]
         indexes = [
             # The claim's filter and order, for workers of given queues. Partial: finished
             # jobs, however many, never enter it; nor fair jobs, which the fair claim takes
@@ -266,17 +269,20 @@ class Job(models.Model):
                 name="outbox_job_pending",
                 condition=Q(status__in=PENDING),
             ),
-            # The admin's failed jobs of one task or queue, newest first: what an operator looks
-            # for. An entry only when a job fails; a task or queue without a status filter is
-            # listed along the primary key (fast for all but a few jobs among millions).
+            # The admin's failed jobs of one task or queue, the latest failure first: what an
+            # operator looks for (a job that fails again comes back to the top). An entry only
+            # when a job fails; a task or queue without a status filter is listed along the
+            # primary key (fast for all but a few jobs among millions).
             models.Index(
                 F("task_name"),
+                F("finished_at"),
                 F("id"),
                 name="outbox_job_failed_task",
                 condition=Q(status=JobStatus.FAILED),
             ),
             models.Index(
                 F("queue"),
+                F("finished_at"),
                 F("id"),
                 name="outbox_job_failed_queue",
                 condition=Q(status=JobStatus.FAILED),
@@ -297,10 +303,13 @@ class Job(models.Model):
                 name="outbox_job_finished_parents",
                 condition=Q(status__in=FINISHED, has_dependents=True),
             ),
-            # Retention pruning: the oldest finished jobs of a status, without a table scan.
+            # Retention pruning: the oldest finished jobs of a status, without a table scan;
+            # and the admin's list of one finished status by when the jobs finished (the failed
+            # list's order), with the id as the tie-break its keyset pages go by.
             models.Index(
                 F("status"),
                 F("finished_at"),
+                F("id"),
                 name="outbox_job_finished",
                 condition=Q(status__in=FINISHED),
             ),

@@ -71,6 +71,11 @@ class DatabaseReports:
     #: Whether ``estimated_rows`` gives an estimate (else None), so that a count that takes
     #: too long can give way to it.
     estimates_rows: ClassVar[bool] = False
+    #: Whether the planner sees for itself that a filter implies a partial index's condition
+    #: (``status = 'failed'`` implies ``status IN ('succeeded', 'failed', 'cancelled')``).
+    #: Where it does not (SQLite), a query spells the condition out to use the index; where it
+    #: does, the spelled-out condition may steer the planner to the wider index.
+    infers_partial_index_conditions: ClassVar[bool] = False
 
     def seconds_between(self, start: str, end: str) -> str:
         """SQL for the seconds from column ``start`` to column ``end``, as a float."""

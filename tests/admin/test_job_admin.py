@@ -428,7 +428,12 @@ class TestCancelAction:
         halted = make_halted(tasks.noop.enqueue())
         running = make_running(tasks.noop.enqueue())
         succeeded = make_succeeded(tasks.noop.enqueue())
-        response = post_action(admin_client, "cancel_selected", [ready, halted, running, succeeded])
+        response = post_action(
+            admin_client,
+            "cancel_selected",
+            [ready, halted, running, succeeded],
+            outbox_confirmed="yes",
+        )
         statuses = dict(Job.objects.values_list("pk", "status"))
         assert statuses == {
             ready.pk: JobStatus.CANCELLED,
@@ -457,7 +462,7 @@ class TestCancelAction:
         client.force_login(staff_with("view_job"))
         ready = tasks.noop.enqueue()
         assert "cancel_selected" not in client.get(reverse(CHANGELIST)).text
-        post_action(client, "cancel_selected", [ready])
+        post_action(client, "cancel_selected", [ready], outbox_confirmed="yes")
         assert Job.objects.get(pk=ready.pk).status == JobStatus.READY
 
 
