@@ -6,8 +6,7 @@ never test ``connection.vendor`` themselves. Beside them: riding out database er
 (``outage``, and ``retry_while_locked`` here), the SQL of fair rounds (``fair_rounds``),
 conditions of the partial indexes (``partial_indexes``), time limits on slow reads
 (``time_limits``) and turning claimed rows into jobs (``rows``). Everything the ORM can say the
-same way on every database lives in
-``django_outbox.jobs`` instead.
+same way on every database lives in ``django_outbox.jobs`` instead.
 
 May import: the base modules (models, conf, claimed, exceptions, validation). Nothing above.
 """

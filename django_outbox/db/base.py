@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.core.checks import CheckMessage
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..models import Job
@@ -200,6 +201,11 @@ class DatabaseQueries:
         new row's ``added`` columns to its own (PostgreSQL, and SQLite 3.24 and later)."""
         sums = ", ".join(f"{column} = {table}.{column} + excluded.{column}" for column in added)
         return f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sums}"
+
+    def compatibility_problems(self, connection: BaseDatabaseWrapper) -> list[CheckMessage]:
+        """What about ``connection``'s server or session the queue cannot work with (errors),
+        or works with badly (warnings): for the system checks of the database."""
+        return []
 
     def announce(self, connection: BaseDatabaseWrapper, queues: Sequence[str]) -> None:
         """Tell workers in other processes, once the open transaction commits, that jobs of

@@ -19,6 +19,7 @@ other isolation levels (see ``checks``).
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 import zlib
 from collections.abc import Iterator, Sequence
@@ -26,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
@@ -39,6 +41,9 @@ from ..rows import CLAIMS
 TABLE = Job._meta.db_table
 #: The database's clock, in UTC as Django stores datetimes here.
 NOW = "UTC_TIMESTAMP(6)"
+#: The oldest servers supported: FOR UPDATE SKIP LOCKED came with MariaDB 10.6 and MySQL 8.0.
+MARIADB_OLDEST = (10, 6)
+MYSQL_OLDEST = (8, 0)
 #: The generated column's lanes (migration 0015).
 PLAIN_LANE = 1
 FAIR_LANE = 2
@@ -104,6 +109,18 @@ WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}'
 FOR UPDATE
 """
 MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})"
+
+# One job, as the ORM's save() would insert it, for a fraction of its Python; times are the
+# database's clock in UTC (a column's default, CURRENT_TIMESTAMP, is the session's time zone).
+INSERT_COLUMNS = """task_name, queue, payload, status, priority, run_at, attempts, max_attempts,
+    worker_id, enqueued_at, last_error, last_traceback, errors, unique_key, context, lock_key,
+    has_dependencies, fair_key, fair_round"""
+INSERT_ROW = f"""(%s, %s, %s, '{JobStatus.READY}', %s, COALESCE(%s, {NOW}), 0, %s, '', {NOW},
+    '', '', '[]', %s, %s, %s, %s, %s, %s)"""
+INSERT_JOB_SQL = f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {INSERT_ROW}"
+#: MariaDB returns what the row got; MySQL reads it back by the id.
+RETURNING = " RETURNING id, run_at, enqueued_at"
+INSERTED_SQL = f"SELECT id, run_at, enqueued_at FROM {TABLE} WHERE id = %s"
 
 # The fair rounds' four looks (``fair_rounds.ROUNDS_SQL``), along the claim lane's indexes:
 # MariaDB cannot tell that ``status IN (...) AND fair_key IS NOT NULL`` is ``claim_lane = 2``.
@@ -288,16 +305,148 @@ class MySQLQueries(DatabaseQueries):
             [enqueue_lock_slot(key)],
         )
 
+    def _row_params(self, job: Job, payload: Any, fair_round: int | None) -> list[Any]:
+        """One row's values for ``INSERT_ROW``."""
+        run_at = job.run_at if isinstance(job.run_at, datetime.datetime) else None
+        if run_at is not None and settings.USE_TZ:
+            run_at = timezone.make_naive(run_at, datetime.timezone.utc)
+        return [
+            job.task_name,
+            job.queue,
+            None if payload is None else json.dumps(payload),
+            job.priority,
+            run_at,
+            job.max_attempts,
+            job.unique_key,
+            None if job.context is None else json.dumps(job.context),
+            job.lock_key,
+            job.has_dependencies,
+            job.fair_key,
+            fair_round,
+        ]
+
+    def _stored_time(self, value: datetime.datetime) -> datetime.datetime:
+        return timezone.make_aware(value, datetime.timezone.utc) if settings.USE_TZ else value
+
+    def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
+        if job.fair_key is not None and job.fair_round is None:
+            job.fair_round = self.first_fair_round(connection, job.queue, job.fair_key)
+        params = self._row_params(job, job.payload, job.fair_round)
+        mariadb: bool = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        # Django's cursor: this runs in the caller's transaction, as the ORM's writes do.
+        with connection.cursor() as cursor:
+            if mariadb:
+                cursor.execute(INSERT_JOB_SQL + RETURNING, params)
+            else:
+                cursor.execute(INSERT_JOB_SQL, params)
+                cursor.execute(INSERTED_SQL, [cursor.lastrowid])
+            job_id, run_at, enqueued_at = cursor.fetchone()
+        job.id = job_id
+        job.run_at = self._stored_time(run_at)
+        job.enqueued_at = self._stored_time(enqueued_at)
+        job._state.adding = False
+        job._state.db = connection.alias
+
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
     ) -> InsertedJobs:
-        # One INSERT, the ids back from it (MariaDB's INSERT ... RETURNING).
-        return self.insert_jobs_with_orm(connection, template, payloads)
+        rows: list[Any] = []
+        for position, payload in enumerate(payloads):
+            fair_round = None if template.fair_round is None else template.fair_round + position
+            rows += self._row_params(template, payload, fair_round)
+        sql = f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES " + ", ".join(
+            [INSERT_ROW] * len(payloads)
+        )
+        mariadb: bool = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        # Every row's enqueued_at is the statement's time (UTC_TIMESTAMP is read once per
+        # statement).
+        with connection.cursor() as cursor:
+            if mariadb:
+                # The rows come back in the order they were inserted.
+                cursor.execute(sql + " RETURNING id, enqueued_at", rows)
+                returned = cursor.fetchall()
+                ids = [row[0] for row in returned]
+                enqueued_at = returned[0][1]
+            else:
+                # The ids of one multi-row INSERT are consecutive (one step apart), from the
+                # first.
+                cursor.execute(sql, rows)
+                first = cursor.lastrowid
+                cursor.execute(
+                    f"SELECT enqueued_at, @@SESSION.auto_increment_increment FROM {TABLE} "
+                    "WHERE id = %s",
+                    [first],
+                )
+                enqueued_at, step = cursor.fetchone()
+                ids = list(range(first, first + len(payloads) * step, step))
+        return InsertedJobs(ids, enqueued_at=self._stored_time(enqueued_at))
 
     def on_conflict_add(self, table: str, keys: Sequence[str], added: Sequence[str]) -> str:
         # On any unique key's conflict: the table's is (keys).
         sums = ", ".join(f"{column} = {column} + VALUES({column})" for column in added)
         return f"ON DUPLICATE KEY UPDATE {sums}"
+
+    def compatibility_problems(self, connection: BaseDatabaseWrapper) -> list[CheckMessage]:
+        mariadb: bool = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        version: tuple[int, ...] = connection.mysql_version  # type: ignore[attr-defined]
+        name = "MariaDB" if mariadb else "MySQL"
+        shown = ".".join(map(str, version))
+        if version < (MARIADB_OLDEST if mariadb else MYSQL_OLDEST):
+            oldest = ".".join(map(str, MARIADB_OLDEST if mariadb else MYSQL_OLDEST))
+            return [
+                Error(
+                    f"django-outbox needs {name} {oldest} or later; database "
+                    f"{connection.alias!r} is {name} {shown}.",
+                    hint="Claims need FOR UPDATE SKIP LOCKED (MariaDB 10.6, MySQL 8.0) and "
+                    "enqueues INSERT ... RETURNING (MariaDB). Upgrade the server, or use "
+                    "PostgreSQL or SQLite.",
+                    id="django_outbox.E040",
+                )
+            ]
+        problems: list[CheckMessage] = []
+        _, rows = self.execute(
+            connection,
+            "SELECT @@SESSION.transaction_isolation, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
+            if not mariadb or version >= (11, 1)
+            else "SELECT @@SESSION.tx_isolation, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())",
+            (),
+        )
+        isolation, offset = rows[0]
+        if isolation != "READ-COMMITTED":
+            problems.append(
+                Error(
+                    f"django-outbox needs the READ COMMITTED isolation level; database "
+                    f"{connection.alias!r} ({name}) runs transactions at {isolation}.",
+                    hint='Remove "isolation_level" from the database\'s OPTIONS (Django '
+                    'defaults to READ COMMITTED), or set "OPTIONS": {"isolation_level": '
+                    '"read committed"}. Under REPEATABLE READ an enqueuer that waited for '
+                    "another would not see its job (two jobs with one unique key), and gap "
+                    "locks make claims deadlock.",
+                    id="django_outbox.E041",
+                )
+            )
+        if settings.USE_TZ and offset:
+            problems.append(
+                Warning(
+                    f"Database {connection.alias!r} ({name}) has the session time zone "
+                    f"{offset:+d} seconds from UTC: column defaults and Now() write local time, "
+                    "where Django and the queue's claims read UTC.",
+                    hint='Set "OPTIONS": {"init_command": "SET time_zone = \'+00:00\'"} '
+                    "(or the server's default_time_zone to '+00:00').",
+                    id="django_outbox.W040",
+                )
+            )
+        if mariadb and version < (10, 8):
+            problems.append(
+                Warning(
+                    f"Database {connection.alias!r} is MariaDB {shown}, which builds "
+                    "descending index columns ascending: each claim sorts the due jobs "
+                    "instead of reading them in order from the claim index.",
+                    hint="MariaDB 10.8 or later claims along the index, however long the backlog.",
+                    id="django_outbox.W041",
+                )
+            )
+        return problems
 
     def on_database_clock(self, when: datetime.datetime) -> datetime.datetime:
         """The claim compares ``run_at`` with UTC: without ``USE_TZ``, ``when`` is naive local
