@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -104,10 +105,8 @@ def kill_other_connections() -> int:
         )
         ids = [row[0] for row in cursor.fetchall()]
         for thread_id in ids:
-            try:
+            with contextlib.suppress(DatabaseError):  # It ended meanwhile.
                 cursor.execute(f"KILL {int(thread_id)}")
-            except DatabaseError:
-                pass  # It ended meanwhile.
     return len(ids)
 
 

@@ -21,7 +21,7 @@ from ..reports import (
 #: The oldest transaction of another session, as InnoDB reports it.
 OLDEST_TRANSACTION_SQL = """
 SELECT trx.trx_mysql_thread_id,
-       TIMESTAMPDIFF(MICROSECOND, trx.trx_started, NOW(6)) / 1000000.0,
+       TIMESTAMPDIFF(MICROSECOND, trx.trx_started, NOW(6)) / 1e6,
        trx.trx_state, COALESCE(process.USER, ''), COALESCE(process.HOST, '')
 FROM information_schema.INNODB_TRX AS trx
 LEFT JOIN information_schema.PROCESSLIST AS process ON process.ID = trx.trx_mysql_thread_id
@@ -35,14 +35,14 @@ class MySQLReports(DatabaseReports):
     vendor: ClassVar[str] = "mysql"
 
     def seconds_between(self, start: str, end: str) -> str:
-        return f"(TIMESTAMPDIFF(MICROSECOND, {start}, {end}) / 1000000.0)"
+        return f"(TIMESTAMPDIFF(MICROSECOND, {start}, {end}) / 1e6)"
 
     def minute_bucket(self, column: str) -> str:
         # From the epoch by TIMESTAMPDIFF, not UNIX_TIMESTAMP(): that reads the column in the
         # session's time zone, and Django stores UTC.
         return (
             f"CAST(FLOOR((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {column}) "
-            "/ 1000000.0 - %s) / %s) AS SIGNED)"
+            "/ 1e6 - %s) / %s) AS SIGNED)"
         )
 
     def durations(
