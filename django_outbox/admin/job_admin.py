@@ -16,7 +16,7 @@ from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.db import OperationalError
 from django.db.models import Q, QuerySet
-from django.db.models.functions import Substr
+from django.db.models.functions import Lower, Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -376,9 +376,11 @@ class JobAdmin(JobModelAdmin):
         if term.isdecimal() and int(term) <= ID_MAX:
             return queryset.filter(pk=int(term)), False
         return (
-            queryset.alias(searched_django_task=django_task_jobs.path_expression()).filter(
+            # The path lowered on both sides: MariaDB compares what it reads of JSON by its
+            # bytes (utf8mb4_bin), where icontains would match only the case typed.
+            queryset.alias(searched_django_task=Lower(django_task_jobs.path_expression())).filter(
                 Q(task_name__icontains=term)
-                | Q(searched_django_task__icontains=term)
+                | Q(searched_django_task__contains=term.lower())
                 | Q(queue__istartswith=term)
                 | Q(worker_id__istartswith=term)
             ),

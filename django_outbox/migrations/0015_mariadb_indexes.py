@@ -7,7 +7,7 @@ out there. In their place, on MariaDB and MySQL only:
   claimable fair job, NULL for every other job. The claims' indexes start with it, so that a
   claim reads claimable jobs alone, in its order, however many finished jobs the table keeps
   (what the partial indexes' conditions do elsewhere).
-- the columns that hold keys (task, queue, unique, lock and fair keys) compared as written
+- the columns that hold keys (unique, lock and fair keys) compared as written
   (``utf8mb4_bin``), not by the database's default collation, which ignores case.
 - no JSON_VALID() checks on the payload, resume data, context and return value: MariaDB's
   refuses JSON nested deeper than 32 levels, which payloads may be.
@@ -28,11 +28,10 @@ ENQUEUE_LOCK_SLOTS = 4096
 # the index in its ORDER BY. (Earlier MariaDB versions read DESC and build an ascending index.)
 CREATE = [
     # Keys compare as written, as on PostgreSQL and SQLite: the database's default collation
-    # would make "Order-1" and "order-1" one lock key, queue or unique key.
+    # would make "Order-1" and "order-1" one lock key, fair key or unique key. (Task and queue
+    # names keep it: the admin's search ignores case by it.)
     """
     ALTER TABLE django_outbox_job
-        MODIFY task_name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-        MODIFY queue VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
         MODIFY unique_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
         MODIFY lock_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
         MODIFY fair_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
