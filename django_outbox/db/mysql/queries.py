@@ -33,10 +33,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ...claimed import ClaimedJob
-from ...models import Job, JobStatus
+from ...models import Job, JobDependency, JobStatus
 from ..base import ClaimKind, DatabaseQueries, InsertedJobs, Result
 from ..fair_rounds import rounds_params, served_round
-from ..rows import CLAIMS
+from ..rows import CLAIMS, DEPENDENCY_CONDITION
 
 TABLE = Job._meta.db_table
 #: The database's clock, in UTC as Django stores datetimes here.
@@ -61,7 +61,7 @@ PICKED_COLUMNS = (
 # that a worker of given queues reads the index of (lane, queue, order).
 PICK_SQL = f"""
 SELECT {PICKED_COLUMNS}
-FROM {TABLE} AS candidate
+FROM {TABLE} AS candidate {{index_hint}}
 WHERE claim_lane = {{lane}} AND run_at <= {NOW}
   {{queue_filter}}{{pick}}
 ORDER BY {{order}}
@@ -138,6 +138,49 @@ SELECT
 """
 
 
+def claim_index_hint(kind: ClaimKind, queues: int) -> str:
+    """The index a claim reads its candidates along, in its order, stopping at its limit.
+
+    Named, not left to the optimizer: MariaDB's estimates of a LIMIT read of a few thousand
+    due jobs vary with the table's statistics, and its other choices sort every due job at
+    each claim (an index led by the lane and the due time), or read all of another queue's
+    backlog to find the worker's (the index of every queue, for a worker of one). A worker of
+    several queues is left to the optimizer: each index of a queue is read in order, not the
+    union of them.
+    """
+    fair = kind is ClaimKind.FAIR
+    if queues == 0:
+        return f"FORCE INDEX ({'outbox_job_fair_any' if fair else 'outbox_job_claim_any'})"
+    if queues == 1:
+        return f"FORCE INDEX ({'outbox_job_fair_queue' if fair else 'outbox_job_claim_queue'})"
+    return ""
+
+
+#: The claim's checks of a candidate, each along the index of its lookup (MariaDB may read a
+#: key's line along the status instead).
+LOOKUP_HINTS = {
+    f"{JobDependency._meta.db_table} AS dependency": "FORCE INDEX (outbox_dependency_once)",
+    f"{TABLE} AS ahead": "FORCE INDEX (outbox_job_lock_line)",
+}
+#: The dependency check as a count, not NOT EXISTS: MariaDB turns ``NOT EXISTS (... WHERE
+#: dependency.job_id = candidate.id ...)`` into ``candidate.id NOT IN (...)`` (exists_to_in),
+#: and then reads the whole dependency table for each dependent candidate (1,000 entries per
+#: candidate at 1,000 dependencies). A scalar subquery stays a lookup by the job's id.
+DEPENDENCY_COUNTED = DEPENDENCY_CONDITION.replace(
+    "NOT EXISTS (\n          SELECT 1 FROM", "0 = (\n          SELECT count(*) FROM"
+)
+assert DEPENDENCY_COUNTED != DEPENDENCY_CONDITION, "rows.DEPENDENCY_CONDITION changed"
+
+
+def with_lookup_hints(pick: str) -> str:
+    """A claim's conditions (``rows.CLAIMS``) as MariaDB reads them best: the dependency
+    check counted, and the indexes of the lookups named."""
+    pick = pick.replace(DEPENDENCY_CONDITION, DEPENDENCY_COUNTED)
+    for table, hint in LOOKUP_HINTS.items():
+        pick = pick.replace(table, f"{table} {hint}")
+    return pick
+
+
 def enqueue_lock_slot(key: str) -> int:
     """The row of ``ENQUEUE_LOCK_TABLE`` that enqueuers of ``key`` lock; two keys that share
     one only wait for each other."""
@@ -200,6 +243,7 @@ class MySQLQueries(DatabaseQueries):
         # Never plain: the full claim's conditions cost nothing for a job without a lock key
         # or dependencies, and a plain claim would need an index of its own.
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
+        pick = with_lookup_hints(pick)
         lane = FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE
         queues = list(queues or ())
         paused = list(paused_retries)
@@ -209,7 +253,13 @@ class MySQLQueries(DatabaseQueries):
                 f" AND NOT (status = '{JobStatus.RETRYING}' "
                 f"AND queue IN ({', '.join(['%s'] * len(paused))}))"
             )
-        sql = PICK_SQL.format(lane=lane, queue_filter=queue_filter, pick=pick, order=order)
+        sql = PICK_SQL.format(
+            lane=lane,
+            queue_filter=queue_filter,
+            pick=pick,
+            order=order,
+            index_hint=claim_index_hint(kind, len(queues)),
+        )
         with self._short_transaction(connection):
             _, rows = self.execute(connection, sql, [*queues, *paused, limit])
             if not rows:
