@@ -18,7 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import OperationalError, connections
 from django.db.models import Q, QuerySet
 from django.db.models.expressions import Combinable
-from django.db.models.functions import Substr
+from django.db.models.functions import Lower, Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -547,9 +547,11 @@ class JobAdmin(JobModelAdmin):
         if term.isdecimal() and int(term) <= ID_MAX:
             return queryset.filter(pk=int(term)), False
         return (
-            queryset.alias(searched_django_task=django_task_jobs.path_expression()).filter(
+            # The path lowered on both sides: MariaDB compares what it reads of JSON by its
+            # bytes (utf8mb4_bin), where icontains would match only the case typed.
+            queryset.alias(searched_django_task=Lower(django_task_jobs.path_expression())).filter(
                 Q(task_name__icontains=term)
-                | Q(searched_django_task__icontains=term)
+                | Q(searched_django_task__contains=term.lower())
                 | Q(queue__istartswith=term)
                 | Q(worker_id__istartswith=term)
             ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import enum
 import threading
@@ -11,6 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.core.checks import CheckMessage
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
@@ -275,6 +277,33 @@ class DatabaseQueries:
     ) -> InsertedJobs:
         """Insert one job like ``template`` per (encoded) payload; say what was written."""
         raise NotImplementedError
+
+    def insert_jobs_with_orm(
+        self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+    ) -> InsertedJobs:
+        """``insert_jobs`` by the ORM's ``bulk_create``, for databases that return the ids of
+        the rows it inserts."""
+        jobs = []
+        for position, payload in enumerate(payloads):
+            job = copy.copy(template)
+            job.payload = payload
+            if template.fair_round is not None:
+                # A fair key's jobs take consecutive rounds from the first one's (fairness.py).
+                job.fair_round = template.fair_round + position
+            jobs.append(job)
+        saved = Job.objects.using(connection.alias).bulk_create(jobs)
+        return InsertedJobs([job.pk for job in saved], jobs=saved)
+
+    def on_conflict_add(self, table: str, keys: Sequence[str], added: Sequence[str]) -> str:
+        """The clause of an INSERT that, where a row with the same ``keys`` exists, adds the
+        new row's ``added`` columns to its own (PostgreSQL, and SQLite 3.24 and later)."""
+        sums = ", ".join(f"{column} = {table}.{column} + excluded.{column}" for column in added)
+        return f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sums}"
+
+    def compatibility_problems(self, connection: BaseDatabaseWrapper) -> list[CheckMessage]:
+        """What about ``connection``'s server or session the queue cannot work with (errors),
+        or works with badly (warnings): for the system checks of the database."""
+        return []
 
     def announce(self, connection: BaseDatabaseWrapper, queues: Sequence[str]) -> None:
         """Tell workers in other processes, once the open transaction commits, that jobs of

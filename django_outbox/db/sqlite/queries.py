@@ -9,7 +9,6 @@ handler holds the only write lock from its first write to its commit, not for it
 
 from __future__ import annotations
 
-import copy
 import datetime
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -169,16 +168,7 @@ class SQLiteQueries(DatabaseQueries):
     def insert_jobs(
         self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
     ) -> InsertedJobs:
-        jobs = []
-        for position, payload in enumerate(payloads):
-            job = copy.copy(template)
-            job.payload = payload
-            if template.fair_round is not None:
-                # A fair key's jobs take consecutive rounds from the first one's (fairness.py).
-                job.fair_round = template.fair_round + position
-            jobs.append(job)
-        saved = Job.objects.using(connection.alias).bulk_create(jobs)
-        return InsertedJobs([job.pk for job in saved], jobs=saved)
+        return self.insert_jobs_with_orm(connection, template, payloads)
 
     def on_database_clock(self, when: datetime.datetime) -> datetime.datetime:
         """SQLite's clock is UTC whatever ``TIME_ZONE`` says.
