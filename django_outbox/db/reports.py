@@ -131,6 +131,7 @@ class DatabaseReports:
         lock now; empty where the database cannot tell (SQLite)."""
         return []
 
+
 def nearest_rank_durations(
     cursor: Any, source: str, params: Sequence[Any], percentiles: Sequence[int]
 ) -> Durations:
