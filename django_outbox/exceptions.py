@@ -32,6 +32,10 @@ class PayloadError(EnqueueError, TypeError):
     """A payload holds a value that cannot be stored as JSON and read back unchanged."""
 
 
+class PublishError(EnqueueError):
+    """A message could not be published because an argument is invalid; nothing was written."""
+
+
 class DuplicateJob(EnqueueError):
     """``enqueue(unique_key=..., on_duplicate="raise")`` found a job with that key waiting.
 

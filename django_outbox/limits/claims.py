@@ -214,8 +214,11 @@ def claim_limited(
     count: int,
     lease_seconds: float,
     paused_retries: Sequence[str] = (),
+    *,
+    excluded_queues: Sequence[str] = (),
 ) -> LimitedClaim:
-    """Claim up to ``count`` limited jobs of ``queues`` that every limit allows now."""
+    """Claim up to ``count`` limited jobs of ``queues`` (all but ``excluded_queues``) that
+    every limit allows now."""
     connection = connections[using]
     queries = queries_for(connection)
     claim = LimitedClaim()
@@ -227,7 +230,7 @@ def claim_limited(
         held_back = _held_back(use, _Buckets(blocked, now), claim)
         window = max(WINDOW_MIN, WINDOW_PER_JOB * count)
         candidates = queries.limited_candidates(
-            connection, queues, paused_retries, held_back, window
+            connection, queues, paused_retries, held_back, window, excluded_queues
         )
         if not candidates:
             return claim

@@ -25,6 +25,7 @@ from .bounds import (
 )
 from .limits import LIMIT_OPTIONS, limit_error
 from .loaders import codec_setting_error, context_variable_error
+from .relay import brokers_errors, relay_errors
 from .schedules import cron_setting_errors
 from .text import brief, queue_name_error
 
@@ -82,6 +83,11 @@ DEFAULTS: dict[str, Any] = {
     # (django_outbox.healthy(), manage.py outbox_health): once in error for longer than
     # ALLOWED_ERROR_SECONDS, and not in its first GRACE_SECONDS.
     "HEALTH": {"ALLOWED_ERROR_SECONDS": 60.0, "GRACE_SECONDS": 120.0},
+    # The message brokers publish() writes for, by name: {"default": {"BACKEND":
+    # "django_outbox.relay.brokers.redis.RedisStreams", "OPTIONS": {...}}}. See docs/relay.md.
+    "BROKERS": {},
+    # The relay's options (validation.relay.RELAY_DEFAULTS has each with its default).
+    "RELAY": {},
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
@@ -347,6 +353,10 @@ def setting_errors(user: object) -> list[CheckMessage]:
                 id="django_outbox.E012",
             )
         )
+    if "BROKERS" in user:
+        errors += brokers_errors(user["BROKERS"])
+    if "RELAY" in user:
+        errors += relay_errors(user["RELAY"])
     if "CRON" in user or "CRON_TIMEZONE" in user:
         errors += cron_setting_errors(user)
     errors += _queues_errors(merged["QUEUES"])

@@ -37,6 +37,7 @@ from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
 from ..limits.claims import claim_limited
 from ..retry import RetryPolicy
+from ..validation.text import worker_id_error
 from . import health, shutdown
 from .activity import ActivityCounter
 from .claims import ClaimPolicy
@@ -46,6 +47,7 @@ from .job_logs import log_job
 from .maintenance import Maintenance
 from .pacing import RetryPacing
 from .registration import Registration
+from .relay_thread import RelayThread
 from .runner import Outcome, report_cancelled, report_succeeded, run_job
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ class Worker:
         self,
         *,
         queues: Sequence[str] = (),
+        exclude_queues: Sequence[str] = (),
         concurrency: int | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
@@ -93,16 +96,25 @@ class Worker:
         worker_id: str | None = None,
         prefetch: int | None = None,
         cron: bool = True,
+        relay: bool = True,
     ) -> None:
         outbox = get_settings()
         self.using = outbox.database
         self.queues = list(queues)
+        if self.queues and exclude_queues:
+            raise ValueError(
+                "A worker runs the queues it is given, or every queue but those it excludes, "
+                "not both."
+            )
+        self.excluded_queues = list(exclude_queues)
         self.concurrency = concurrency or outbox.concurrency
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
             outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
         )
+        if worker_id is not None and (problem := worker_id_error(worker_id)):
+            raise ValueError(problem)
         self.worker_id = worker_id or default_worker_id()
         self.lease_seconds = outbox.lease_seconds
         self.poll_seconds = outbox.poll_seconds
@@ -180,6 +192,11 @@ class Worker:
             health=self.health,
             registration=self._registration,
         )
+        # Messages for brokers (publish()) go out from a thread of every worker but burst ones,
+        # which exit once their jobs are done.
+        self._relay = (
+            RelayThread(self.worker_id) if relay and outbox.brokers and not burst else None
+        )
         self._claim_errors = ErrorBackoff(
             f"claiming jobs worker={self.worker_id}",
             logger,
@@ -241,7 +258,7 @@ class Worker:
         logger.info(
             "worker started worker=%s queues=%s concurrency=%s prefetch=%s",
             self.worker_id,
-            ",".join(self.queues) or "*",
+            ",".join(self.queues) or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
             self.concurrency,
             self.prefetch,
         )
@@ -376,7 +393,14 @@ class Worker:
                 return claim_limited_jobs(count)
             claimed = retry_while_locked(
                 lambda: queries.claim(
-                    connection, self.worker_id, self.queues, count, self.lease_seconds, paused, kind
+                    connection,
+                    self.worker_id,
+                    self.queues,
+                    count,
+                    self.lease_seconds,
+                    paused,
+                    kind,
+                    excluded_queues=self.excluded_queues,
                 ),
                 stopping=self._stopping.is_set,
             )
@@ -386,7 +410,13 @@ class Worker:
         def claim_limited_jobs(count: int) -> int:
             limited = retry_while_locked(
                 lambda: claim_limited(
-                    self.using, self.worker_id, self.queues, count, self.lease_seconds, paused
+                    self.using,
+                    self.worker_id,
+                    self.queues,
+                    count,
+                    self.lease_seconds,
+                    paused,
+                    excluded_queues=self.excluded_queues,
                 ),
                 stopping=self._stopping.is_set,
             )
@@ -400,7 +430,11 @@ class Worker:
         try:
             with queries.claim_lock_wait(connection):
                 self._claim_policy.claim_round(
-                    limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
+                    limit,
+                    claim,
+                    look=lambda: queries.waiting_kinds(
+                        connection, self.queues, self.excluded_queues
+                    ),
                 )
         finally:
             # A later claim of the round may fail: the jobs the earlier ones took are this
@@ -419,7 +453,7 @@ class Worker:
 
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
-        if queue and self.queues and queue not in self.queues:
+        if queue and ((self.queues and queue not in self.queues) or queue in self.excluded_queues):
             return
         with self.held.lock:
             # A busy worker whose completions will claim anyway waits for a batch's worth of
@@ -446,6 +480,8 @@ class Worker:
             self._threads.append(thread)
         self._completer.start()
         self._maintenance.start()
+        if self._relay is not None:
+            self._relay.start()
         if queries_for(connections[self.using]).listens:
             threading.Thread(target=self._listen, name="outbox-listener", daemon=True).start()
 
@@ -588,6 +624,9 @@ class Worker:
                 waited=self.shutdown_timeout,
                 history_limit=self.history_limit,
             )
+        if self._relay is not None:
+            # Its batch in flight finishes (or is handed back); its leases expire otherwise.
+            self._relay.stop(timeout=1.0 if self._aborting.is_set() else 10.0)
         # Jobs whose handler returned are recorded before the worker goes.
         self._completer.stop(timeout=1.0 if self._aborting.is_set() else 30.0)
         self._helpers_done.set()

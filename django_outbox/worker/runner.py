@@ -17,6 +17,7 @@ from django.dispatch import Signal
 from .. import signals
 from ..claimed import ClaimedJob, reset_current_job, set_current_job
 from ..db import queries_for, retry_while_locked
+from ..django_task_jobs import TASK_NAMES as DJANGO_TASK_NAMES
 from ..exceptions import (
     BrokenTransactionError,
     Halt,
@@ -331,6 +332,10 @@ def _fail(
 ) -> Outcome:
     retry_in, note = retry_delay(task, job, exc, fallback)
     error = _describe(exc) + (f" ({note})" if note else "")
+    if job.task_name in DJANGO_TASK_NAMES:
+        # Django's TaskResult.errors lists every failed attempt; the backend bounds a Django
+        # task's attempts (ERROR_HISTORY_MAX), so keeping them all stays bounded.
+        history_limit = max(history_limit, job.max_attempts)
     status = record_failure(
         job_id=job.id,
         lease_token=job.lease_token,

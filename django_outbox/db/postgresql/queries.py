@@ -317,8 +317,9 @@ class PostgreSQLQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
-        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+        queue_filter = _queue_filter(queues, excluded_queues)
         if paused_retries:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' AND queue = ANY(%(paused)s))"
@@ -329,19 +330,22 @@ class PostgreSQLQueries(DatabaseQueries):
             "lease_seconds": lease_seconds,
             "worker_id": worker_id,
             "queues": list(queues or ()),
+            "excluded": list(excluded_queues),
             "paused": list(paused_retries),
         }
         _, rows = self.execute(connection, claim_sql(queue_filter, kind), params)
         return claimed_jobs(rows, worker_id)
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
-        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
         _, rows = self.execute(
             connection,
-            WAITING_KINDS_SQL.format(queue_filter=queue_filter),
-            {"queues": list(queues or ())},
+            WAITING_KINDS_SQL.format(queue_filter=_queue_filter(queues, excluded_queues)),
+            {"queues": list(queues or ()), "excluded": list(excluded_queues)},
         )
         special, fair, limited = rows[0]
         waiting = set()
@@ -376,9 +380,12 @@ class PostgreSQLQueries(DatabaseQueries):
         paused_retries: Sequence[str],
         held_back: HeldBack,
         limit: int,
+        excluded_queues: Sequence[str] = (),
     ) -> list[LimitedCandidate]:
         self._set_up_for_bookkeeping(connection)
-        return limited_candidates(self, connection, queues, paused_retries, held_back, limit)
+        return limited_candidates(
+            self, connection, queues, paused_retries, held_back, limit, excluded_queues
+        )
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
         # The statement's time, not now(): inside a transaction that is when it began.
@@ -572,8 +579,10 @@ class PostgreSQLQueries(DatabaseQueries):
         on_enqueue: Callable[[str], None],
         stop: threading.Event,
         retry_seconds: float,
+        channel: str = CHANNEL,
     ) -> None:
-        """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set.
+        """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set (for
+        every NOTIFY on ``channel``: the relay listens on its own).
 
         Runs on a connection of its own (LISTEN needs one that stays idle, outside
         transactions), reconnecting when it breaks; the worker's polling covers the gaps.
@@ -588,7 +597,7 @@ class PostgreSQLQueries(DatabaseQueries):
             listener: Any = None
             try:
                 listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-                listener.execute(f"LISTEN {CHANNEL}")
+                listener.execute(f"LISTEN {channel}")
                 if errors.failing:
                     errors.succeeded()
                     # Jobs enqueued while not listening were missed: look once.
@@ -604,3 +613,12 @@ class PostgreSQLQueries(DatabaseQueries):
 
 
 queries = PostgreSQLQueries()
+
+
+def _queue_filter(queues: Sequence[str] | None, excluded_queues: Sequence[str]) -> str:
+    """The claims' condition on the queue: one of ``queues`` (any when empty), none of
+    ``excluded_queues``; its parameters are ``queues`` and ``excluded``."""
+    queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+    if excluded_queues:
+        queue_filter += " AND queue <> ALL(%(excluded)s)"
+    return queue_filter
