@@ -23,6 +23,8 @@ def plan_of(sql, params):
 
 @pytest.mark.parametrize("queues", [None, ["default"]])
 def test_the_candidates_are_read_along_a_limited_index(queues):
+    if connection.vendor == "mysql":
+        pytest.skip("MariaDB has no partial indexes: its candidates are read along the lanes")
     finished = tasks.noop.enqueue_many([{}] * 3000)
     Job.objects.filter(pk__in=finished.ids).update(status=JobStatus.SUCCEEDED)
     tasks.noop.enqueue_many([{}] * 2000)

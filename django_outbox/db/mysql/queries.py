@@ -256,6 +256,7 @@ class MySQLQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         # Never plain: the full claim's conditions cost nothing for a job without a lock key
         # or dependencies, and a plain claim would need an index of its own.
@@ -264,7 +265,10 @@ class MySQLQueries(DatabaseQueries):
         lane = FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE
         queues = list(queues or ())
         paused = list(paused_retries)
+        excluded = list(excluded_queues)
         queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+        if excluded:
+            queue_filter += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded))})"
         if paused:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' "
@@ -278,7 +282,7 @@ class MySQLQueries(DatabaseQueries):
             index_hint=claim_index_hint(kind, len(queues)),
         )
         return self._claim_picked(
-            connection, worker_id, sql, [*queues, *paused, limit], lease_seconds
+            connection, worker_id, sql, [*queues, *excluded, *paused, limit], lease_seconds
         )
 
     def claim_chosen(
@@ -362,10 +366,16 @@ class MySQLQueries(DatabaseQueries):
         return jobs
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
-        queues = list(queues or ())
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+        excluded = list(excluded_queues)
+        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues or ()))})" if queues else ""
+        if excluded:
+            queue_filter += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded))})"
+        queues = [*(queues or ()), *excluded]
         waiting = set()
         _, rows = self.execute(
             connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queues
