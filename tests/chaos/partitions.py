@@ -59,25 +59,19 @@ class PartitionedDatabase:
         _run("ip", "link", "set", HOST_SIDE, "down")
 
     def drop(self) -> None:
-        """Drop every packet both ways, the link up: the half-open case (no reset, no error)."""
-        _run("tc", "qdisc", "add", "dev", HOST_SIDE, "root", "netem", "loss", "100%")
-        _run(
-            *self.prefix,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            NAMESPACE_SIDE,
-            "root",
-            "netem",
-            "loss",
-            "100%",
-        )
+        """Drop every packet, the link up: the half-open case, where nothing tells the worker.
+
+        The server's address leaves the host's end of the link: the worker's packets still go
+        out and arrive, and are dropped there as addressed to no one, without an answer; the
+        server's own sends find no route. (A drop on the worker's own side, ``tc ... netem
+        loss 100%`` or a queue of length 0, tells its kernel, which retries at once when the
+        link is back rather than at the backed-off retransmission times of a lost peer.)
+        """
+        _run("ip", "addr", "del", f"{HOST_ADDRESS}/24", "dev", HOST_SIDE)
 
     def heal(self) -> None:
         _run("ip", "link", "set", HOST_SIDE, "up")
-        _run("tc", "qdisc", "del", "dev", HOST_SIDE, "root", check=False)
-        _run(*self.prefix, "tc", "qdisc", "del", "dev", NAMESPACE_SIDE, "root", check=False)
+        _run("ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", HOST_SIDE, check=False)
 
     def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         import psycopg
