@@ -18,6 +18,7 @@ from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from .. import signals
 from ..claimed import ClaimedJob
 from ..conf import get_settings
 from ..db import queries_for, write_transaction
@@ -388,8 +389,14 @@ RETAINED = (
 )
 
 
-def prune_finished(using: str, retention: dict[str, float | None], batch_size: int = 500) -> int:
-    """Delete one small batch of finished jobs per status older than ``retention``.
+def prune_finished(
+    using: str,
+    retention: dict[str, float | None],
+    batch_size: int = 500,
+    only: models.Q | None = None,
+) -> int:
+    """Delete one small batch of finished jobs per status older than ``retention`` (of those
+    ``only`` selects, if given).
 
     Return how many were deleted; call again while it returns ``batch_size`` or more. Small
     batches keep each transaction (and, on SQLite, the write lock) short. A job that an
@@ -407,6 +414,8 @@ def prune_finished(using: str, retention: dict[str, float | None], batch_size: i
             .filter(status=status, finished_at__lt=database_time_in(-seconds))
             .order_by("finished_at")
         )
+        if only is not None:
+            expired = expired.filter(only)
         # Jobs no other job depends on (nearly all), then those some job does, apart: these
         # are checked against their dependents by id, so that neither read ever scans the
         # table for unfinished jobs. Each along its partial index, on SQLite too
@@ -443,4 +452,6 @@ def _prune_batch(
         if not ids:
             return 0
         # Jobs, not the dependency rows that go with them.
-        return Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
+        deleted = Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
+    signals.send(signals.jobs_pruned, sender=Job, job_ids=ids, using=using)
+    return int(deleted)

@@ -43,6 +43,7 @@ class WorkerOptions:
     """What each worker process runs with: ``Worker``'s arguments, and modules to import."""
 
     queues: Sequence[str] = ()
+    exclude_queues: Sequence[str] = ()
     concurrency: int | None = None
     burst: bool = False
     max_jobs: int | None = None
@@ -52,6 +53,8 @@ class WorkerOptions:
     log_level: int | None = None
     # Whether the worker enqueues cron entries' ticks (run_outbox_worker --no-cron: not).
     cron: bool = True
+    # Whether the worker runs the relay in a thread (run_outbox_worker --no-relay: not).
+    relay: bool = True
     # Log warnings and errors only, whatever the project's logging says (for the bench, where a
     # line per job would be most of what it measures).
     quiet: bool = False
@@ -68,6 +71,7 @@ class WorkerOptions:
 
         return Worker(
             queues=self.queues,
+            exclude_queues=self.exclude_queues,
             concurrency=self.concurrency,
             burst=self.burst,
             max_jobs=self.max_jobs,
@@ -75,6 +79,7 @@ class WorkerOptions:
             worker_id=self.worker_id,
             prefetch=self.prefetch,
             cron=self.cron,
+            relay=self.relay,
         )
 
     def for_process(self, number: int) -> WorkerOptions:
@@ -82,8 +87,14 @@ class WorkerOptions:
         return replace(self, worker_id=worker_id, supervisor_pid=os.getpid())
 
 
+#: Django's tasks framework logs each task's enqueue (DEBUG), start and end (INFO, ERROR for a
+#: failure) here: django.tasks on Django 6, the backport's django_tasks on 5.2.
+DJANGO_TASKS_LOGGERS = ("django.tasks", "django_tasks")
+
+
 def configure_console_logging(level: int) -> None:
-    """Show the worker's log on stderr unless the project configured logging itself."""
+    """Show the worker's log on stderr unless the project configured logging itself: the
+    outbox's lines, and Django's tasks framework's (``Task id=... state=...``), at ``level``."""
     package_logger = logging.getLogger("django_outbox")
     if package_logger.handlers or logging.getLogger().handlers:
         return
@@ -93,6 +104,14 @@ def configure_console_logging(level: int) -> None:
     )
     package_logger.addHandler(handler)
     package_logger.setLevel(level)
+    for name in DJANGO_TASKS_LOGGERS:
+        tasks_logger = logging.getLogger(name)
+        if tasks_logger.handlers:
+            continue
+        tasks_logger.addHandler(handler)
+        tasks_logger.setLevel(level)
+        # Django's own "django" console handler shows them too when DEBUG is on: once is enough.
+        tasks_logger.propagate = False
 
 
 def run_worker_process(options: WorkerOptions) -> None:
