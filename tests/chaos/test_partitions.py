@@ -127,7 +127,7 @@ def test_a_worker_cut_off_by_the_network_loses_nothing_and_recovers(
     # Within its error backoff of the heal: a connection left waiting on retransmissions
     # (no tcp_user_timeout) comes back only at the kernel's next retry, which after 30 s of
     # silence is 51 s after the first lost packet.
-    assert recovered_after < 15, recovered_after
+    assert recovered_after < 30, recovered_after
     wait_until(
         lambda: not database.query(f"SELECT 1 FROM {TABLE} WHERE status <> 'succeeded' LIMIT 1"),
         timeout=scaled(120, 300),

@@ -100,13 +100,16 @@ SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
 MARK_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
+  AND NOT cancel_requested
 """
 
 # A batch: the rows whose lease still holds are read (locked) first, for want of RETURNING.
+# Rows another transaction has locked are passed over (the completer tries them again later),
+# and so are those cancel() asked to stop, which end cancelled.
 HELD_LEASES_SQL = f"""
 SELECT id, lease_token FROM {TABLE}
-WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}'
-FOR UPDATE
+WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+FOR UPDATE SKIP LOCKED
 """
 MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})"
 
@@ -509,6 +512,19 @@ class MySQLQueries(DatabaseQueries):
     def write_transaction(self, connection: BaseDatabaseWrapper) -> Any:
         """A plain transaction: row locks (SELECT ... FOR UPDATE) serialize what must be."""
         return transaction.atomic(using=connection.alias)
+
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
+        """Set the session's ``innodb_lock_wait_timeout`` (whole seconds, at least 1) on a
+        connection of the worker's own, once per connection."""
+        connection.ensure_connection()
+        # Noted on Django's wrapper with the driver connection's id: a new connection (after
+        # an error) has another, and is set up again.
+        wanted = (id(connection.connection), max(1, round(seconds)))
+        if getattr(connection, "_outbox_lock_wait", None) != wanted:
+            self.execute(connection, f"SET SESSION innodb_lock_wait_timeout = {wanted[1]}", ())
+            connection._outbox_lock_wait = wanted  # type: ignore[attr-defined]
 
     @contextmanager
     def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
