@@ -174,3 +174,17 @@ def test_no_live_worker_is_no_warning():
     from django_outbox.checks import check_task_queues_served
 
     assert check_task_queues_served(databases=["default"]) == []
+
+
+def test_get_result_of_a_row_naming_an_undeclared_task_raises_django_s_invalid_task():
+    from django_outbox.backends import TASK_NAME, UnknownDjangoTask
+
+    job = Job.objects.create(
+        task_name=TASK_NAME,
+        queue="default",
+        max_attempts=1,
+        payload={"task": "os.remove", "args": [], "kwargs": {}},
+    )
+    with pytest.raises(InvalidTask, match="No Django task 'os.remove' is declared") as raised:
+        task_backends["default"].get_result(str(job.pk))
+    assert isinstance(raised.value, UnknownDjangoTask)
