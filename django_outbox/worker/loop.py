@@ -32,7 +32,7 @@ from ..conf import get_settings
 from ..cron.entries import declared_entries
 from ..cron.scheduler import CronScheduler
 from ..db import is_lock_error, queries_for, retry_while_locked
-from ..db.base import ClaimKind
+from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
 from ..retry import RetryPolicy
@@ -46,7 +46,7 @@ from .job_logs import log_job
 from .maintenance import Maintenance
 from .pacing import RetryPacing
 from .registration import Registration
-from .runner import Outcome, report_succeeded, run_job
+from .runner import Outcome, report_cancelled, report_succeeded, run_job
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,15 @@ class Worker:
         # Set once the worker has stopped: its helper threads end.
         self._helpers_done = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._completer = Completer(self.using, self._record_completed)
+        # How long the worker's own statements wait for a lock another transaction holds.
+        self.lock_wait_seconds = worker_lock_wait_seconds(outbox.heartbeat_seconds)
+        self._completer = Completer(
+            self.using,
+            self._record_completed,
+            lock_wait_seconds=self.lock_wait_seconds,
+            history_limit=self.history_limit,
+            worker_id=self.worker_id,
+        )
         # Attempts by queue and minute, for the dashboard's charts (written at heartbeats).
         self.activity = ActivityCounter()
         self.health = health.WorkerHealth(
@@ -247,6 +255,9 @@ class Worker:
         self._start_threads()
         signals.send(signals.worker_started, Worker, worker=self)
         try:
+            # Registered before the first claim: a worker stuck from its start (its first
+            # statements waiting on a lock) is seen by outbox_health and the dashboard.
+            self._registration.beat()
             self._rescue_before_claiming()
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -348,6 +359,7 @@ class Worker:
         connection = connections[self.using]
         queries = queries_for(connection)
         queries.prepare_worker_connection(connection)
+        queries.bound_lock_waits(connection, self.lock_wait_seconds, self.worker_id)
         paused = self._pacing.paused()
 
         jobs: list[ClaimedJob] = []
@@ -493,18 +505,27 @@ class Worker:
             self._slot_freed()
         self._completer.add(job)
 
-    def _record_completed(self, jobs: list[ClaimedJob], marked: set[int]) -> None:
+    def _record_completed(
+        self, jobs: list[ClaimedJob], marked: set[int], cancelled: set[int]
+    ) -> None:
         """Called by the completer once a batch is written."""
         with self.held.lock:
             self.held.drop([job.id for job in jobs])
             for job in jobs:
-                outcome = Outcome.SUCCEEDED if job.id in marked else Outcome.LEASE_LOST
+                if job.id in marked:
+                    outcome = Outcome.SUCCEEDED
+                elif job.id in cancelled:
+                    outcome = Outcome.CANCELLED
+                else:
+                    outcome = Outcome.LEASE_LOST
                 self.stats.outcomes[outcome] += 1
                 self.activity.add(job.queue, outcome)
             self._slot_freed()
         for job in jobs:
             if job.id in marked:
                 report_succeeded(job)
+            elif job.id in cancelled:
+                report_cancelled(job)
             else:
                 log_job(
                     logger,

@@ -75,12 +75,14 @@ SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
 MARK_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = ? AND lease_token = ? AND status = '{JobStatus.RUNNING}'
+  AND NOT cancel_requested
 """
 
 # One statement per batch; each row is fenced by its own attempt's lease token.
 MARK_MANY_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
-WHERE status = '{JobStatus.RUNNING}' AND (id, lease_token) IN (VALUES {{rows}})
+WHERE status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+  AND (id, lease_token) IN (VALUES {{rows}})
 RETURNING id
 """
 
