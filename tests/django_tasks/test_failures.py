@@ -185,6 +185,6 @@ def test_get_result_of_a_row_naming_an_undeclared_task_raises_django_s_invalid_t
         max_attempts=1,
         payload={"task": "os.remove", "args": [], "kwargs": {}},
     )
-    with pytest.raises(InvalidTask, match="No Django task 'os.remove' is declared") as raised:
+    with pytest.raises(InvalidTask, match=r"No Django task 'os\.remove' is declared") as raised:
         task_backends["default"].get_result(str(job.pk))
     assert isinstance(raised.value, UnknownDjangoTask)
