@@ -17,13 +17,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from django.db import DatabaseError, connections
+from django.utils import timezone
 
 from ..conf import get_settings
 from ..db import reports_for
 from ..db.base import application_name_of
 from ..db.outage import first_line
 from ..db.reports import LockWait
-from ..models import Job
+from ..models import Job, Message
 from ..worker.registration import Registered, registered_workers
 
 Status = Literal["ok", "warning", "unhealthy"]
@@ -31,6 +32,7 @@ Status = Literal["ok", "warning", "unhealthy"]
 #: Defaults of the command's thresholds.
 WARN_TRANSACTION_SECONDS = 300.0
 WARN_DEAD_TUPLES = 1_000_000
+WARN_UNSENT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class Thresholds:
     max_transaction_seconds: float | None = None
     warn_dead_tuples: int | None = WARN_DEAD_TUPLES
     max_dead_tuples: int | None = None
+    warn_unsent_seconds: float | None = WARN_UNSENT_SECONDS
+    max_unsent_seconds: float | None = None
 
 
 def check_health(thresholds: Thresholds | None = None, *, using: str | None = None) -> HealthReport:
@@ -82,6 +86,8 @@ def check_health(thresholds: Thresholds | None = None, *, using: str | None = No
         # Nothing else can be read.
         return HealthReport([database])
     checks = [database, *_workers(using, thresholds)]
+    if get_settings().brokers:
+        checks.append(_relay(using, thresholds))
     if reports_for(connections[using]).has_vacuum:
         checks += [_oldest_transaction(using, thresholds), _dead_tuples(using, thresholds)]
     return HealthReport(checks)
@@ -282,3 +288,23 @@ def _dead_tuples(using: str, thresholds: Thresholds) -> Check:
         message,
         {"dead": rows.dead, "live": rows.live, "vacuumed_seconds_ago": rows.vacuumed_ago},
     )
+
+
+def _relay(using: str, thresholds: Thresholds) -> Check:
+    """The oldest message still waiting for its broker, and those a broker refused."""
+    unsent = Message.objects.using(using).unsent()
+    oldest = unsent.pending().order_by("id").values_list("created_at", flat=True).first()
+    age = 0.0 if oldest is None else max(0.0, (timezone.now() - oldest).total_seconds())
+    # Counted up to a bound: a blocked key is one problem however many messages it holds.
+    blocked = len(unsent.blocked().values_list("pk", flat=True)[:1000])
+    status = _level(age, thresholds.warn_unsent_seconds, thresholds.max_unsent_seconds)
+    if oldest is None:
+        message = "no message waits"
+    else:
+        message = f"oldest unsent message waits for {age:.0f} s"
+        if status != "ok":
+            message += " (is a relay running? can it reach its broker?)"
+    if blocked:
+        status = "warning" if status == "ok" else status
+        message += f"; {blocked}{'+' if blocked == 1000 else ''} blocked (see the admin)"
+    return Check("relay", status, message, {"oldest_unsent_age": round(age, 1), "blocked": blocked})

@@ -35,6 +35,7 @@ from ..db import is_lock_error, queries_for, retry_while_locked
 from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
+from ..limits.claims import claim_limited
 from ..retry import RetryPolicy
 from ..validation.text import worker_id_error
 from . import health, shutdown
@@ -46,6 +47,7 @@ from .job_logs import log_job
 from .maintenance import Maintenance
 from .pacing import RetryPacing
 from .registration import Registration
+from .relay_thread import RelayThread
 from .runner import Outcome, report_cancelled, report_succeeded, run_job
 
 logger = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ class Worker:
         worker_id: str | None = None,
         prefetch: int | None = None,
         cron: bool = True,
+        relay: bool = True,
     ) -> None:
         outbox = get_settings()
         self.using = outbox.database
@@ -140,6 +143,10 @@ class Worker:
         self._wake = threading.Event()
         # Whether a finished job should wake the loop at once rather than at its next poll.
         self._wake_on_completion = True
+        # Whether the last round of claims left jobs held back by a limit, and how long until
+        # one may start by its rates and pauses (None: when a running job ends).
+        self._limited_held_back = False
+        self._limited_wait: float | None = None
         self._stopping = threading.Event()
         self._aborting = threading.Event()
         # Set once the worker has stopped: its helper threads end.
@@ -184,6 +191,11 @@ class Worker:
             cron=self._cron_scheduler(cron),
             health=self.health,
             registration=self._registration,
+        )
+        # Messages for brokers (publish()) go out from a thread of every worker but burst ones,
+        # which exit once their jobs are done.
+        self._relay = (
+            RelayThread(self.worker_id) if relay and outbox.brokers and not burst else None
         )
         self._claim_errors = ErrorBackoff(
             f"claiming jobs worker={self.worker_id}",
@@ -281,11 +293,21 @@ class Worker:
                 # A claim that found fewer jobs than it asked for left nothing runnable, and a
                 # finished job adds none: claim again at the next poll, not at every completion.
                 # Burst and max-jobs runs wait for completions to exit promptly.
+                # Jobs held back by a limit may start once a running job ends: claim again at
+                # completions, and when a rate's next token comes or a pause ends.
+                limited = self._limited_held_back
                 self._wake_on_completion = (
-                    len(claimed) == free or self.burst or self._max_jobs_reached()
+                    len(claimed) == free or self.burst or self._max_jobs_reached() or limited
                 )
                 if self.burst and idle_before_claim and not claimed:
                     resume = self._pacing.seconds_to_resume()
+                    token_soon = self._limited_wait is not None and (
+                        self._limited_wait <= self.poll_seconds
+                    )
+                    if limited and token_soon:
+                        # A rate's next token is near: a burst drains rate-limited jobs too
+                        # (a long pause, or a cap other workers fill, ends it).
+                        resume = min(resume or self.poll_seconds, self._limited_retry_in())
                     if resume is None:
                         break
                     # Retries held back for now are runnable: a burst waits for them.
@@ -293,7 +315,7 @@ class Worker:
                     continue
                 if self._max_jobs_reached() and not self.held:
                     break
-                self._wake.wait(self.poll_seconds)
+                self._wake.wait(self._limited_retry_in() if limited else self.poll_seconds)
         finally:
             wakeups.unsubscribe(self._job_enqueued)
             try:
@@ -363,8 +385,12 @@ class Worker:
         paused = self._pacing.paused()
 
         jobs: list[ClaimedJob] = []
+        self._limited_held_back = False
+        self._limited_wait = None
 
         def claim(kind: ClaimKind, count: int) -> int:
+            if kind is ClaimKind.LIMITED:
+                return claim_limited_jobs(count)
             claimed = retry_while_locked(
                 lambda: queries.claim(
                     connection,
@@ -380,6 +406,20 @@ class Worker:
             )
             jobs.extend(claimed)
             return len(claimed)
+
+        def claim_limited_jobs(count: int) -> int:
+            limited = retry_while_locked(
+                lambda: claim_limited(
+                    self.using, self.worker_id, self.queues, count, self.lease_seconds, paused
+                ),
+                stopping=self._stopping.is_set,
+            )
+            jobs.extend(limited.jobs)
+            if limited.held_back:
+                self._limited_held_back = True
+                self._limited_wait = limited.retry_in
+                self._claim_policy.limited_held_back()
+            return len(limited.jobs)
 
         try:
             with queries.claim_lock_wait(connection):
@@ -398,6 +438,12 @@ class Worker:
             for job in jobs:
                 self._ready.put(job)
         return jobs
+
+    def _limited_retry_in(self) -> float:
+        """How long to wait before claiming again while limits hold jobs back: until a rate's
+        next token or a pause's end, at most a poll interval, and not less than a millisecond."""
+        wait = self.poll_seconds if self._limited_wait is None else self._limited_wait
+        return max(0.001, min(self.poll_seconds, wait))
 
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
@@ -428,6 +474,8 @@ class Worker:
             self._threads.append(thread)
         self._completer.start()
         self._maintenance.start()
+        if self._relay is not None:
+            self._relay.start()
         if queries_for(connections[self.using]).listens:
             threading.Thread(target=self._listen, name="outbox-listener", daemon=True).start()
 
@@ -570,6 +618,9 @@ class Worker:
                 waited=self.shutdown_timeout,
                 history_limit=self.history_limit,
             )
+        if self._relay is not None:
+            # Its batch in flight finishes (or is handed back); its leases expire otherwise.
+            self._relay.stop(timeout=1.0 if self._aborting.is_set() else 10.0)
         # Jobs whose handler returned are recorded before the worker goes.
         self._completer.stop(timeout=1.0 if self._aborting.is_set() else 30.0)
         self._helpers_done.set()

@@ -53,6 +53,8 @@ class WorkerOptions:
     log_level: int | None = None
     # Whether the worker enqueues cron entries' ticks (run_outbox_worker --no-cron: not).
     cron: bool = True
+    # Whether the worker runs the relay in a thread (run_outbox_worker --no-relay: not).
+    relay: bool = True
     # Log warnings and errors only, whatever the project's logging says (for the bench, where a
     # line per job would be most of what it measures).
     quiet: bool = False
@@ -77,6 +79,7 @@ class WorkerOptions:
             worker_id=self.worker_id,
             prefetch=self.prefetch,
             cron=self.cron,
+            relay=self.relay,
         )
 
     def for_process(self, number: int) -> WorkerOptions:

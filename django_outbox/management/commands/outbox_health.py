@@ -11,7 +11,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...stats.probes import WARN_DEAD_TUPLES, WARN_TRANSACTION_SECONDS, Thresholds, check_health
+from ...stats.probes import (
+    WARN_DEAD_TUPLES,
+    WARN_TRANSACTION_SECONDS,
+    WARN_UNSENT_SECONDS,
+    Thresholds,
+    check_health,
+)
 from ..arguments import non_negative_seconds, positive_int, worker_id_argument
 
 
@@ -70,6 +76,21 @@ class Command(BaseCommand):
             metavar="N",
             help="PostgreSQL: unhealthy above N dead rows in the job table.",
         )
+        parser.add_argument(
+            "--warn-unsent-age",
+            type=non_negative_seconds,
+            default=WARN_UNSENT_SECONDS,
+            metavar="SECONDS",
+            help="Warn when a message for a broker has waited longer (default "
+            f"{WARN_UNSENT_SECONDS:g}).",
+        )
+        parser.add_argument(
+            "--max-unsent-age",
+            type=non_negative_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="Unhealthy when a message for a broker has waited longer.",
+        )
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -81,6 +102,8 @@ class Command(BaseCommand):
                 max_transaction_seconds=options["max_transaction_age"],
                 warn_dead_tuples=options["warn_dead_tuples"],
                 max_dead_tuples=options["max_dead_tuples"],
+                warn_unsent_seconds=options["warn_unsent_age"],
+                max_unsent_seconds=options["max_unsent_age"],
             )
         )
         if options["json"]:
