@@ -53,7 +53,7 @@ install-lts: $(VENV_LTS)/.installed
 # .ci/ensure-mariadb installs with the server where missing.
 $(VENV)/.mariadb: pyproject.toml $(VENV)/.installed
 	.ci/ensure-mariadb
-	$(VENV)/bin/pip install --quiet -e ".[dev,mariadb]" "django>=6.0,<7"
+	$(VENV)/bin/pip install --quiet -e ".[mariadb]" --group dev "django>=6.0,<7"
 	touch $@
 
 # The local MariaDB server answering (started if it does not; never restarted), and the
