@@ -29,6 +29,8 @@ def worker_env(**extra: str) -> dict[str, str]:
         OUTBOX_TEST_DATABASE_NAME=str(connection.settings_dict["NAME"]),
         PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench")]),
         PYTHONUNBUFFERED="1",
+        # A worker process that dies of a signal (SIGSEGV, SIGBUS) prints its threads' stacks.
+        PYTHONFAULTHANDLER="1",
         OUTBOX_TEST_PARENT_PID=str(os.getpid()),
     )
     env.update(extra)

@@ -242,15 +242,16 @@ class MySQLQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         # Never plain: the full claim's conditions cost nothing for a job without a lock key
         # or dependencies, and a plain claim would need an index of its own.
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
         pick = with_lookup_hints(pick)
         lane = FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         queues = list(queues or ())
         paused = list(paused_retries)
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
         if paused:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' "
@@ -264,7 +265,7 @@ class MySQLQueries(DatabaseQueries):
             index_hint=claim_index_hint(kind, len(queues)),
         )
         with self._short_transaction(connection):
-            _, rows = self.execute(connection, sql, [*queues, *paused, limit])
+            _, rows = self.execute(connection, sql, [*queue_params, *paused, limit])
             if not rows:
                 return []
             tokens = {row[0]: uuid.uuid4() for row in rows}
@@ -308,12 +309,14 @@ class MySQLQueries(DatabaseQueries):
         return jobs
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
-        queues = list(queues or ())
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         _, rows = self.execute(
-            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queues
+            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queue_params
         )
         return {ClaimKind.FAIR} if rows else set()
 
@@ -548,3 +551,16 @@ def _as_uuid(value: Any) -> uuid.UUID:
 
 
 queries = MySQLQueries()
+
+
+def _queue_filter(
+    queues: Sequence[str] | None, excluded_queues: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The claims' condition on the queue, and its parameters: one of ``queues`` (any when
+    empty), none of ``excluded_queues``."""
+    queues = list(queues or ())
+    excluded = list(excluded_queues)
+    queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+    if excluded:
+        queue_filter += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded))})"
+    return queue_filter, [*queues, *excluded]
