@@ -14,7 +14,7 @@ that finds least). Task names and queues are the ones the admin's filters offer.
 each page through Django's test client as a superuser, as a browser would, and prints the
 median and slowest of RUNS requests after one warm-up, rendering included. --explain prints
 the plan of each list query; --rows must be at least 2,100 (MIN_ROWS). docs/performance.md
-("Admin pages") records a run.
+("The job list") records a run.
 """
 
 from __future__ import annotations
@@ -305,8 +305,8 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
                 if "django_outbox_job" in query["sql"] and not query["sql"].startswith("EXPLAIN"):
                     print_plan(connection, query["sql"])
     print()
-    print("The same lists with the admin as it was before issue 9:")
-    with admin_before_issue_9():
+    print("The same lists with the list of Django's defaults (the admin before its rework):")
+    with admin_of_django_defaults():
         for name, url, params in cases[:4] + cases[7:9]:
             seconds, in_queries, status, _ = timed(client, url, params)
             line = f"{name:<36} {ms(statistics.median(seconds)):>9} {ms(max(seconds)):>7} "
@@ -314,8 +314,8 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
 
 
 @contextmanager
-def admin_before_issue_9() -> Iterator[None]:
-    """Give the job admin back its list as it was before issue 9, for comparison: Django's
+def admin_of_django_defaults() -> Iterator[None]:
+    """Give the job admin back the list of Django's defaults, for comparison: Django's
     filters for the queue and task (SELECT DISTINCT), the date hierarchy, facets allowed, the
     full count, sorting by any column, the last error read whole."""
     from django.contrib import admin

@@ -10,6 +10,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
+from .validation.text import WORKER_ID_MAX_LENGTH
+
 
 class JobStatus(models.TextChoices):
     """Where a job is in its life: ready -> running -> succeeded, or via retrying to failed.
@@ -124,7 +126,7 @@ class Job(models.Model):
     # lease cannot overwrite the new owner's state. A per-attempt idempotency key too.
     lease_token = models.UUIDField(_("lease token"), null=True, blank=True)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
-    worker_id = models.CharField(_("worker"), max_length=255, blank=True)
+    worker_id = models.CharField(_("worker"), max_length=WORKER_ID_MAX_LENGTH, blank=True)
     enqueued_at = models.DateTimeField(_("enqueued at"), db_default=Now())
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
@@ -396,7 +398,7 @@ class WorkerProcess(models.Model):
     dashboard and ``outbox_health`` call it stale, and other workers delete it later.
     """
 
-    worker_id = models.CharField(_("worker"), max_length=255, primary_key=True)
+    worker_id = models.CharField(_("worker"), max_length=WORKER_ID_MAX_LENGTH, primary_key=True)
     # A new token for every Worker.run(): a worker restarted under the same id takes the row
     # over, and the one it replaced cannot delete it on its way out.
     instance = models.UUIDField(_("instance"))

@@ -131,6 +131,11 @@ try:
             "BACKEND": "django_outbox.backends.OutboxBackend",
             "OPTIONS": {"ATOMIC": False},
         },
+        # Retries opted in for every task of a backend.
+        "retrying": {
+            "BACKEND": "django_outbox.backends.OutboxBackend",
+            "OPTIONS": {"MAX_ATTEMPTS": 3},
+        },
     }
 except ImportError:
     pass

@@ -17,7 +17,7 @@ from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.db import OperationalError
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Substr
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -116,6 +116,14 @@ class JobChangeList(ChangeList):
         if isinstance(paginator, JobPaginator) and not paginator.exact:
             # "about 1,000,000 jobs", "Select all about 1,000,000 jobs" in the templates.
             self.result_count = ShownCount(self.result_count, count_text(paginator))
+
+
+def _holds_nul(request: HttpRequest) -> bool:
+    """Whether a query parameter of ``request`` (its name or a value) contains NUL."""
+    return any(
+        "\x00" in name or any("\x00" in value for value in values)
+        for name, values in request.GET.lists()
+    )
 
 
 class JobAdmin(JobModelAdmin):
@@ -388,6 +396,12 @@ class JobAdmin(JobModelAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        if _holds_nul(request):
+            # PostgreSQL's text cannot hold NUL: the filter's query would fail (a 500), and no
+            # job can match it anyway. Other control characters are text like any other.
+            return HttpResponseBadRequest(
+                _("A filter or search of this list contains a NUL character; no job can match it.")
+            )
         # Only a search can make the list's queries slow enough to need a limit: without one,
         # a limit that fired would fire again on the page the user is sent back to.
         if request.method != "GET" or not request.GET.get(SEARCH_VAR, "").strip():

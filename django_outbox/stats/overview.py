@@ -6,7 +6,7 @@ No query reads finished jobs: the waiting ones are read along the claim's partia
 running ones along ``outbox_job_lease``, halted ones along ``outbox_job_halted``; the charts
 come from ``QueueActivity``, which workers write at their heartbeats (a row per queue and
 minute). So its cost is the backlog's, however many finished jobs are kept:
-docs/performance.md ("Dashboard") has the figures at 1,000,000 finished jobs.
+docs/performance.md ("The dashboard") has the figures at 1,000,000 finished jobs.
 """
 
 from __future__ import annotations

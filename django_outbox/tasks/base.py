@@ -362,12 +362,13 @@ class Task:
         if with_payload:
             self.check_payload(payload)
         priority = options.get("priority")
+        max_attempts = options.get("max_attempts")
         job = Job(
             task_name=self.name,
             queue=queue,
             payload=self.encode_payload(payload) if with_payload else None,
             priority=self.priority_for(queue) if priority is None else priority,
-            max_attempts=self.max_attempts_for(queue),
+            max_attempts=self.max_attempts_for(queue) if max_attempts is None else max_attempts,
             context=capture(),
             lock_key=options.get("lock"),
             fair_key=options.get("fair_key"),

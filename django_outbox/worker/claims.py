@@ -3,9 +3,9 @@
 Three claims take different jobs (``ClaimKind``). On PostgreSQL the plain claim leaves out
 jobs with a lock key or dependencies: the full claim checks, for each candidate, its key's line
 and its dependencies, and setting those checks up costs about 0.5 ms a claim even when no
-candidate needs them (docs/performance.md). On SQLite every claim is full. Fair jobs
-(``fair_key``) are claimed apart on both, by round (fairness.py), as no order of the other
-claims' index serves them.
+candidate needs them (docs/performance.md, "What makes it fast"). On SQLite every claim is
+full. Fair jobs (``fair_key``) are claimed apart on both, by round (fairness.py), as no order
+of the other claims' index serves them.
 
 A worker starts with its base claim (plain, or full where plain claims don't pay) and, when it
 comes back short (or at its first claim), asks which other kinds are due (one look along

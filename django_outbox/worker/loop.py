@@ -32,10 +32,11 @@ from ..conf import get_settings
 from ..cron.entries import declared_entries
 from ..cron.scheduler import CronScheduler
 from ..db import is_lock_error, queries_for, retry_while_locked
-from ..db.base import ClaimKind
+from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
 from ..retry import RetryPolicy
+from ..validation.text import worker_id_error
 from . import health, shutdown
 from .activity import ActivityCounter
 from .claims import ClaimPolicy
@@ -46,7 +47,7 @@ from .maintenance import Maintenance
 from .pacing import RetryPacing
 from .registration import Registration
 from .relay_thread import RelayThread
-from .runner import Outcome, report_succeeded, run_job
+from .runner import Outcome, report_cancelled, report_succeeded, run_job
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class Worker:
         self,
         *,
         queues: Sequence[str] = (),
+        exclude_queues: Sequence[str] = (),
         concurrency: int | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
@@ -98,12 +100,20 @@ class Worker:
         outbox = get_settings()
         self.using = outbox.database
         self.queues = list(queues)
+        if self.queues and exclude_queues:
+            raise ValueError(
+                "A worker runs the queues it is given, or every queue but those it excludes, "
+                "not both."
+            )
+        self.excluded_queues = list(exclude_queues)
         self.concurrency = concurrency or outbox.concurrency
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
             outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
         )
+        if worker_id is not None and (problem := worker_id_error(worker_id)):
+            raise ValueError(problem)
         self.worker_id = worker_id or default_worker_id()
         self.lease_seconds = outbox.lease_seconds
         self.poll_seconds = outbox.poll_seconds
@@ -137,7 +147,15 @@ class Worker:
         # Set once the worker has stopped: its helper threads end.
         self._helpers_done = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._completer = Completer(self.using, self._record_completed)
+        # How long the worker's own statements wait for a lock another transaction holds.
+        self.lock_wait_seconds = worker_lock_wait_seconds(outbox.heartbeat_seconds)
+        self._completer = Completer(
+            self.using,
+            self._record_completed,
+            lock_wait_seconds=self.lock_wait_seconds,
+            history_limit=self.history_limit,
+            worker_id=self.worker_id,
+        )
         # Attempts by queue and minute, for the dashboard's charts (written at heartbeats).
         self.activity = ActivityCounter()
         self.health = health.WorkerHealth(
@@ -235,7 +253,7 @@ class Worker:
         logger.info(
             "worker started worker=%s queues=%s concurrency=%s prefetch=%s",
             self.worker_id,
-            ",".join(self.queues) or "*",
+            ",".join(self.queues) or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
             self.concurrency,
             self.prefetch,
         )
@@ -244,6 +262,9 @@ class Worker:
         self._start_threads()
         signals.send(signals.worker_started, Worker, worker=self)
         try:
+            # Registered before the first claim: a worker stuck from its start (its first
+            # statements waiting on a lock) is seen by outbox_health and the dashboard.
+            self._registration.beat()
             self._rescue_before_claiming()
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -345,6 +366,7 @@ class Worker:
         connection = connections[self.using]
         queries = queries_for(connection)
         queries.prepare_worker_connection(connection)
+        queries.bound_lock_waits(connection, self.lock_wait_seconds, self.worker_id)
         paused = self._pacing.paused()
 
         jobs: list[ClaimedJob] = []
@@ -352,7 +374,14 @@ class Worker:
         def claim(kind: ClaimKind, count: int) -> int:
             claimed = retry_while_locked(
                 lambda: queries.claim(
-                    connection, self.worker_id, self.queues, count, self.lease_seconds, paused, kind
+                    connection,
+                    self.worker_id,
+                    self.queues,
+                    count,
+                    self.lease_seconds,
+                    paused,
+                    kind,
+                    excluded_queues=self.excluded_queues,
                 ),
                 stopping=self._stopping.is_set,
             )
@@ -362,7 +391,11 @@ class Worker:
         try:
             with queries.claim_lock_wait(connection):
                 self._claim_policy.claim_round(
-                    limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
+                    limit,
+                    claim,
+                    look=lambda: queries.waiting_kinds(
+                        connection, self.queues, self.excluded_queues
+                    ),
                 )
         finally:
             # A later claim of the round may fail: the jobs the earlier ones took are this
@@ -375,7 +408,7 @@ class Worker:
 
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
-        if queue and self.queues and queue not in self.queues:
+        if queue and ((self.queues and queue not in self.queues) or queue in self.excluded_queues):
             return
         with self.held.lock:
             # A busy worker whose completions will claim anyway waits for a batch's worth of
@@ -481,18 +514,27 @@ class Worker:
             self._slot_freed()
         self._completer.add(job)
 
-    def _record_completed(self, jobs: list[ClaimedJob], marked: set[int]) -> None:
+    def _record_completed(
+        self, jobs: list[ClaimedJob], marked: set[int], cancelled: set[int]
+    ) -> None:
         """Called by the completer once a batch is written."""
         with self.held.lock:
             self.held.drop([job.id for job in jobs])
             for job in jobs:
-                outcome = Outcome.SUCCEEDED if job.id in marked else Outcome.LEASE_LOST
+                if job.id in marked:
+                    outcome = Outcome.SUCCEEDED
+                elif job.id in cancelled:
+                    outcome = Outcome.CANCELLED
+                else:
+                    outcome = Outcome.LEASE_LOST
                 self.stats.outcomes[outcome] += 1
                 self.activity.add(job.queue, outcome)
             self._slot_freed()
         for job in jobs:
             if job.id in marked:
                 report_succeeded(job)
+            elif job.id in cancelled:
+                report_cancelled(job)
             else:
                 log_job(
                     logger,

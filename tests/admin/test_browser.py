@@ -29,7 +29,7 @@ try:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.select import Select
 except ImportError:  # pragma: no cover - the dev extra installs it
-    MISSING.append("selenium (pip install -e .[dev])")
+    MISSING.append("selenium (pip install --group dev)")
 
 #: How long the browser waits for an element to appear.
 WAIT_SECONDS = 10

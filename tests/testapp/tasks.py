@@ -410,6 +410,8 @@ def ships_order(order):
 
 if uses_task_backend():
     # Django's own tasks, on the outbox backend: declared where workers import them.
+    from tests.django_tasks.reference import tasks as reference_tasks  # noqa: F401
+
     from . import django_tasks  # noqa: F401
 
 

@@ -75,12 +75,14 @@ SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
 MARK_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = ? AND lease_token = ? AND status = '{JobStatus.RUNNING}'
+  AND NOT cancel_requested
 """
 
 # One statement per batch; each row is fenced by its own attempt's lease token.
 MARK_MANY_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
-WHERE status = '{JobStatus.RUNNING}' AND (id, lease_token) IN (VALUES {{rows}})
+WHERE status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+  AND (id, lease_token) IN (VALUES {{rows}})
 RETURNING id
 """
 
@@ -120,30 +122,32 @@ class SQLiteQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         # Never plain: SQLite sets up the conditions' subqueries for next to nothing.
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
-        queues = list(queues or ())
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         paused = list(paused_retries)
-        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
         if paused:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' "
                 f"AND queue IN ({', '.join('?' * len(paused))}))"
             )
         sql = CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
-        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, *paused, limit]
+        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queue_params, *paused, limit]
         _, rows = self.execute(connection, sql, params)
         return claimed_jobs(rows, worker_id)
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
         # Every claim is full here: only fair jobs are claimed apart.
-        queues = list(queues or ())
-        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         sql = FAIR_WAITING_SQL.format(queue_filter=queue_filter)
-        _, rows = self.execute(connection, sql, queues)
+        _, rows = self.execute(connection, sql, queue_params)
         return {ClaimKind.FAIR} if rows else set()
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
@@ -244,3 +248,16 @@ class SQLiteQueries(DatabaseQueries):
 
 
 queries = SQLiteQueries()
+
+
+def _queue_filter(
+    queues: Sequence[str] | None, excluded_queues: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The claims' condition on the queue, and its parameters: one of ``queues`` (any when
+    empty), none of ``excluded_queues``."""
+    queues = list(queues or ())
+    excluded = list(excluded_queues)
+    queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+    if excluded:
+        queue_filter += f" AND queue NOT IN ({', '.join('?' * len(excluded))})"
+    return queue_filter, [*queues, *excluded]

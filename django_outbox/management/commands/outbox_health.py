@@ -18,7 +18,7 @@ from ...stats.probes import (
     Thresholds,
     check_health,
 )
-from ..arguments import non_negative_seconds, positive_int
+from ..arguments import non_negative_seconds, positive_int, worker_id_argument
 
 
 class Command(BaseCommand):
@@ -33,6 +33,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--worker-id",
+            type=worker_id_argument,
             default=None,
             help="Check this worker only (and ID-1, ID-2... started by --processes under it): "
             "unhealthy if it is not registered, stale, or in error longer than allowed. For a "

@@ -11,7 +11,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...conf import get_settings
 from ...relay.loop import Relay
-from ...validation.text import queue_name_error
 from ...worker.loop import default_worker_id
 from ...worker.stop_signals import exit_at_once, on_stop_signals
 from ...worker.supervisor import Supervisor, WorkerOptions, configure_console_logging
@@ -21,6 +20,9 @@ from ..arguments import (
     non_negative_seconds,
     positive_int,
     processes_int,
+    queue_argument,
+    worker_id_argument,
+    worker_id_for_processes,
 )
 
 
@@ -37,9 +39,19 @@ class Command(BaseCommand):
             "--queue",
             action="append",
             dest="queues",
+            type=queue_argument,
             default=[],
             metavar="NAME",
             help="Run jobs of this queue; repeat for several. Default: every queue.",
+        )
+        parser.add_argument(
+            "--exclude-queue",
+            action="append",
+            dest="excluded_queues",
+            type=queue_argument,
+            default=[],
+            metavar="NAME",
+            help="Run jobs of every queue but this one; repeat for several. Not with --queue.",
         )
         parser.add_argument(
             "--concurrency",
@@ -80,7 +92,13 @@ class Command(BaseCommand):
             help="Seconds running jobs get to finish after a stop signal. "
             "Default: OUTBOX['SHUTDOWN_TIMEOUT'] (30).",
         )
-        parser.add_argument("--worker-id", default=None, help="Name shown on the jobs it runs.")
+        parser.add_argument(
+            "--worker-id",
+            type=worker_id_argument,
+            default=None,
+            help="Name shown on the jobs it runs (at most 255 characters; with --processes, "
+            "ID-1, ID-2...). Default: host, process id and a random suffix.",
+        )
         parser.add_argument(
             "--no-cron",
             action="store_false",
@@ -102,11 +120,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for name in options["queues"]:
-            if problem := queue_name_error(name):
-                raise CommandError(f"--queue: {problem}")
+        if options["queues"] and options["excluded_queues"]:
+            raise CommandError(
+                "--exclude-queue runs every queue but those it names; --queue runs only those it "
+                "names. Give one or the other."
+            )
         # Fails now, with the setting's error, rather than in a thread.
         processes = options["processes"] or get_settings().processes
+        if options["worker_id"] and (
+            problem := worker_id_for_processes(options["worker_id"], processes)
+        ):
+            raise CommandError(problem)
         log_level = {0: logging.WARNING, 1: logging.INFO}.get(options["verbosity"], logging.DEBUG)
         configure_console_logging(log_level)
         if options["relay_only"]:
@@ -114,6 +138,7 @@ class Command(BaseCommand):
             return
         worker_options = WorkerOptions(
             queues=options["queues"],
+            exclude_queues=options["excluded_queues"],
             concurrency=options["concurrency"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
