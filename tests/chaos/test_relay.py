@@ -1,7 +1,9 @@
 """Fault injection on the relay: relay processes SIGKILLed and the broker restarted mid-run.
 
 The broker is a private redis-server (its own port and directory, append-only file fsynced
-at every write): the shared one serves other tests, and only a private one may be restarted.
+at every write) or a private nats-server with JetStream (its own port and store): the shared
+ones serve other tests, and only a private one may be restarted. (RabbitMQ is left out: a
+private node takes a minute to boot and the shared one must not restart.)
 The ledger then reads the stream: every message arrived (0 lost), each key's first deliveries
 in publish order (0 order violations), duplicates only from batches in flight at a kill or a
 restart, and 0 duplicate effects behind receive_once.
@@ -87,11 +89,111 @@ class PrivateRedis:
             self.process = None
 
 
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (.ci/ensure-brokers)")
-    server = PrivateRedis(tmp_path)
+class PrivateNats(PrivateRedis):
+    """A nats-server with JetStream of this test's own, with one stream for the topic."""
+
+    STREAM = "chaos"
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                "nats-server",
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-sd",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("the private nats-server did not start")
+        # The stream persists in the store directory across restarts; created once.
+        self._run(self._add_stream())
+
+    def _run(self, coroutine: Any) -> Any:
+        import asyncio
+
+        return asyncio.run(coroutine)
+
+    async def _add_stream(self) -> None:
+        import nats
+
+        client = await nats.connect(self.url)
+        try:
+            jetstream = client.jetstream()
+            try:
+                await jetstream.stream_info(self.STREAM)
+            except Exception:  # No such stream yet.
+                await jetstream.add_stream(name=self.STREAM, subjects=[f"{self.STREAM}.>"])
+        finally:
+            await client.close()
+
+    def ledger(self, topic: str) -> list[tuple[str, str, int]]:
+        return self._run(self._read())
+
+    async def _read(self) -> list[tuple[str, str, int]]:
+        import nats
+
+        client = await nats.connect(self.url)
+        try:
+            jetstream = client.jetstream()
+            info = await jetstream.stream_info(self.STREAM)
+            entries = []
+            for sequence in range(info.state.first_seq, info.state.last_seq + 1):
+                message = await jetstream.get_msg(self.STREAM, sequence)
+                headers = message.headers or {}
+                entries.append(
+                    (
+                        headers["Nats-Msg-Id"],
+                        headers.get("message-key", ""),
+                        json.loads(message.data)["seq"],
+                    )
+                )
+            return entries
+        finally:
+            await client.close()
+
+
+def redis_ledger(url: str, topic: str) -> list[tuple[str, str, int]]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    entries: Any = client.xrange(topic)
+    client.close()
+    return [
+        (fields[b"id"].decode(), fields[b"key"].decode(), json.loads(fields[b"payload"])["seq"])
+        for _entry, fields in entries
+    ]
+
+
+#: Each broker: its server, its adapter, and the topic the test publishes to.
+BROKERS = {
+    "redis": ("redis-server", PrivateRedis, "django_outbox.relay.brokers.redis.RedisStreams"),
+    "nats": ("nats-server", PrivateNats, "django_outbox.relay.brokers.nats.NatsJetStream"),
+}
+
+
+@pytest.fixture(params=sorted(BROKERS))
+def private_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PrivateRedis]:
+    program, server_class, _backend = BROKERS[request.param]
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed (.ci/ensure-brokers)")
+    server = server_class(tmp_path)
     server.start()
     try:
         yield server
@@ -100,20 +202,20 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
 
 
 def test_relay_kills_and_broker_restarts_lose_nothing_and_keep_each_keys_order(
-    workers, private_redis, settings
+    workers, private_broker, settings
 ):
-    import redis
-
+    nats = isinstance(private_broker, PrivateNats)
     messages = scaled(3_000, 20_000)
     keys = scaled(20, 100)
     kills_wanted = scaled(10, 100)
     restarts_wanted = scaled(2, 10)
-    brokers = {
-        "default": {
-            "BACKEND": "django_outbox.relay.brokers.redis.RedisStreams",
-            "OPTIONS": {"url": private_redis.url, "socket_timeout": 2},
-        }
-    }
+    options: dict[str, Any] = (
+        {"servers": [private_broker.url], "timeout": 2}
+        if nats
+        else {"url": private_broker.url, "socket_timeout": 2}
+    )
+    backend = BROKERS["nats" if nats else "redis"][2]
+    brokers = {"default": {"BACKEND": backend, "OPTIONS": options}}
     environment = {
         "OUTBOX_TEST_BROKERS": json.dumps(brokers),
         "OUTBOX_TEST_RELAY": json.dumps(
@@ -121,7 +223,7 @@ def test_relay_kills_and_broker_restarts_lose_nothing_and_keep_each_keys_order(
         ),
     }
     settings.OUTBOX = {**settings.OUTBOX, "BROKERS": brokers}
-    topic = "chaos"
+    topic = f"{PrivateNats.STREAM}.events" if nats else "chaos"
     rng = random.Random(24)
 
     def start_relay(number: int):
@@ -145,9 +247,9 @@ def test_relay_kills_and_broker_restarts_lose_nothing_and_keep_each_keys_order(
             relays[number] = start_relay(number)
             kills += 1
         if restarts < restarts_wanted and rng.random() < restarts_wanted / chunks * 1.5:
-            private_redis.kill()
+            private_broker.kill()
             time.sleep(rng.uniform(0.2, 1.0))
-            private_redis.start()
+            private_broker.start()
             restarts += 1
         time.sleep(rng.uniform(0, 0.05))
     while kills < kills_wanted:
@@ -158,13 +260,11 @@ def test_relay_kills_and_broker_restarts_lose_nothing_and_keep_each_keys_order(
         time.sleep(0.2)
     wait_until(lambda: not Message.objects.exists(), timeout=120, what="the relays to drain")
 
-    client = redis.Redis.from_url(private_redis.url)
-    entries: Any = client.xrange(topic)
-    client.close()
-    ledger = [
-        (fields[b"id"].decode(), fields[b"key"].decode(), json.loads(fields[b"payload"])["seq"])
-        for _entry, fields in entries
-    ]
+    ledger = (
+        private_broker.ledger(topic)  # type: ignore[attr-defined]
+        if nats
+        else redis_ledger(private_broker.url, topic)
+    )
     received = Counter(message_id for message_id, _key, _seq in ledger)
     lost = set(published) - set(received)
     duplicates = sum(count - 1 for count in received.values())
@@ -185,7 +285,7 @@ def test_relay_kills_and_broker_restarts_lose_nothing_and_keep_each_keys_order(
                 Note.objects.create(text=str(seq))
     effects = Note.objects.count()
     report(
-        "relay_kills_and_broker_restarts",
+        f"relay_kills_and_broker_restarts_{'nats' if nats else 'redis'}",
         messages=len(published),
         kills=kills,
         broker_restarts=restarts,
