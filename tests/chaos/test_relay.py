@@ -144,7 +144,8 @@ class PrivateNats(PrivateRedis):
             await client.close()
 
     def ledger(self, topic: str) -> list[tuple[str, str, int]]:
-        return self._run(self._read())
+        entries: list[tuple[str, str, int]] = self._run(self._read())
+        return entries
 
     async def _read(self) -> list[tuple[str, str, int]]:
         import nats
@@ -161,7 +162,7 @@ class PrivateNats(PrivateRedis):
                     (
                         headers["Nats-Msg-Id"],
                         headers.get("message-key", ""),
-                        json.loads(message.data)["seq"],
+                        json.loads(message.data or b"{}")["seq"],
                     )
                 )
             return entries
@@ -261,8 +262,8 @@ def test_relay_kills_and_broker_restarts_lose_nothing_and_keep_each_keys_order(
     wait_until(lambda: not Message.objects.exists(), timeout=120, what="the relays to drain")
 
     ledger = (
-        private_broker.ledger(topic)  # type: ignore[attr-defined]
-        if nats
+        private_broker.ledger(topic)
+        if isinstance(private_broker, PrivateNats)
         else redis_ledger(private_broker.url, topic)
     )
     received = Counter(message_id for message_id, _key, _seq in ledger)
