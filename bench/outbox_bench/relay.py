@@ -99,10 +99,13 @@ def destination(name: str) -> Iterator[None]:
         channel = connection.channel()
         channel.queue_delete(TOPIC)
         channel.queue_declare(TOPIC, durable=True)
+        connection.close()
         try:
             yield
         finally:
-            channel.queue_delete(TOPIC)
+            # A new connection: the first one would have missed its heartbeats meanwhile.
+            connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+            connection.channel().queue_delete(TOPIC)
             connection.close()
     elif name == "nats":
         import asyncio

@@ -72,6 +72,18 @@ class RabbitMQ(Broker):
         return self._channel
 
     def publish(self, messages: Sequence[Envelope]) -> list[Outcome]:
+        import pika.exceptions as errors
+
+        if self._connection is not None:
+            try:
+                # Answers the broker's heartbeats: an idle relay's connection may have been
+                # closed by the broker meanwhile, which this finds out before sending.
+                self._connection.process_data_events(0)
+            except (errors.AMQPError, OSError):
+                self.close()
+        return self._publish(messages)
+
+    def _publish(self, messages: Sequence[Envelope]) -> list[Outcome]:
         import pika
         import pika.exceptions as errors
 
