@@ -36,7 +36,7 @@ from . import outcomes, wakeups
 from .brokers import NOT_SENT, BrokerUnavailable, Outcome, Refusal, broker_named, close_brokers
 from .housekeeping import Housekeeping
 
-logger = logging.getLogger("django_outbox.relay")
+logger = logging.getLogger(__name__)
 
 #: The longest pause after broker or database errors.
 MAX_BACKOFF = 30.0
