@@ -14,14 +14,16 @@ VENV_LTS := .venv-django52
 VENV_WHEEL := .venv-wheel
 PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox
 SQLITE_URL ?= sqlite:///$(CURDIR)/.test-databases/outbox.sqlite3
+MARIADB_URL ?= mysql://root@127.0.0.1:3306/outbox_mariadb
 PYTEST_ARGS ?=
 BENCH_PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox_bench
 BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
-.PHONY: help install install-lts postgres brokers browser lint test test-sqlite test-postgresql \
-	test-lts test-lts-sqlite test-lts-postgresql wheel chaos demo bench screenshots clean docs
+.PHONY: help install install-lts postgres brokers mariadb browser lint test test-sqlite \
+	test-postgresql test-mariadb test-lts test-lts-sqlite test-lts-postgresql wheel chaos demo bench \
+	screenshots clean docs
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
@@ -46,6 +48,18 @@ $(VENV_LTS)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 install-lts: $(VENV_LTS)/.installed
+
+# mysqlclient (the extra "mariadb"), built against Debian's libmariadb-dev, which
+# .ci/ensure-mariadb installs with the server where missing.
+$(VENV)/.mariadb: pyproject.toml $(VENV)/.installed
+	.ci/ensure-mariadb
+	$(VENV)/bin/pip install --quiet -e ".[dev,mariadb]" "django>=6.0,<7"
+	touch $@
+
+# The local MariaDB server answering (started if it does not; never restarted), and the
+# driver installed.
+mariadb: $(VENV)/.mariadb
+	@.ci/ensure-mariadb $(notdir $(MARIADB_URL))
 
 postgres:
 	@.ci/ensure-postgres
@@ -77,6 +91,13 @@ test-sqlite: install
 # Prepared statements on this leg, as the README recommends; Django's default on the LTS leg.
 test-postgresql: install postgres
 	OUTBOX_TEST_PREPARE_THRESHOLD=5 DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# MariaDB, on Django 6: the whole suite but the browser tests (they test the admin's pages,
+# not the database), the fault-injection tests included; the database restart among them runs
+# on a private server of its own (tests/chaos/private_mariadb.py), never the shared one.
+MARIADB_PYTEST_ARGS ?= -m "not browser"
+test-mariadb: install mariadb
+	DATABASE_URL=$(MARIADB_URL) $(VENV)/bin/pytest $(MARIADB_PYTEST_ARGS) $(PYTEST_ARGS)
 
 # Django 5.2 LTS on the oldest supported Python, both databases. The fault-injection tests
 # (-m chaos) test the queue, not Django: they run on the Django 6 legs. So do the browser tests

@@ -2,8 +2,8 @@
 
 The rules live with what they check: the ``OUTBOX`` setting in ``validation.setting`` (cron
 entries' fields in ``validation.schedules``), what needs the tasks or the JSON rules in
-``cron.checks``. This module only registers them with Django (``apps.ready`` imports
-it); no other module imports it.
+``cron.checks``, what the database must be in ``db`` (``compatibility_problems``). This module
+only registers them with Django (``apps.ready`` imports it); no other module imports it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core.checks import CheckMessage, Tags, Warning, register
-from django.db import DatabaseError
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connections
 
 from .conf import get_settings, user_settings
 from .cron.checks import entry_errors, payload_errors
+from .db import queries_for
 from .django_task_jobs import backend_queues
 from .validation.setting import setting_errors
 from .worker.registration import registered_workers
@@ -28,6 +30,25 @@ def check_outbox_setting(
     """Validate ``settings.OUTBOX``, its cron entries' fields included."""
     user = user_settings()
     return setting_errors(user) + payload_errors(user)
+
+
+@register(Tags.database)
+def check_outbox_database(
+    app_configs: Iterable[Any] | None = None,
+    databases: Iterable[str] | None = None,
+    **kwargs: Any,
+) -> list[CheckMessage]:
+    """The outbox's database: a version the queue supports, and the isolation level and time
+    zone it needs. Run where Django checks databases (``migrate``, ``check --database``) and
+    by ``run_outbox_worker`` before it starts."""
+    try:
+        alias = get_settings().database
+    except ImproperlyConfigured:
+        return []  # check_outbox_setting reports it.
+    if not databases or alias not in databases:
+        return []
+    connection = connections[alias]
+    return queries_for(connection).compatibility_problems(connection)
 
 
 @register(Tags.compatibility)

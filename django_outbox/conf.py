@@ -28,6 +28,25 @@ class QueueOptions:
     max_size: int | None = None
     # Hold the queue's due retries back until the next poll when a retry fails again.
     pace_retries: bool = True
+    # Concurrency caps and rate limits ("10/s") across every worker: of the whole queue, and
+    # of each limit key's jobs in it (django_outbox.limits). None: no such limit.
+    concurrency: int | None = None
+    concurrency_per_key: int | None = None
+    rate_limit: str | None = None
+    rate_limit_per_key: str | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether the queue declares a concurrency cap or a rate limit."""
+        return any(
+            value is not None
+            for value in (
+                self.concurrency,
+                self.concurrency_per_key,
+                self.rate_limit,
+                self.rate_limit_per_key,
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,10 @@ class OutboxSettings:
                 priority=own.get("PRIORITY", 0),
                 max_size=own.get("MAX_SIZE"),
                 pace_retries=own.get("PACE_RETRIES", True),
+                concurrency=own.get("CONCURRENCY"),
+                concurrency_per_key=own.get("CONCURRENCY_PER_KEY"),
+                rate_limit=own.get("RATE_LIMIT"),
+                rate_limit_per_key=own.get("RATE_LIMIT_PER_KEY"),
             )
             # Bounded: a project may name queues at run time (one per tenant, say).
             if len(self._queue_options) < QUEUE_OPTIONS_CACHED:

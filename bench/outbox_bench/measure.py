@@ -374,6 +374,11 @@ def insert_finished_jobs(count: int, *, spread_seconds: float = 0.0) -> None:
         series = "SELECT g AS n FROM generate_series(1, %s) AS g"
         finished = f"now() - n * interval '{step} seconds'"
         started = f"{finished} - (n %% 2000) * interval '1 millisecond'"
+    elif connection.vendor == "mysql":
+        # MariaDB's sequence table; the count is in its name, the parameter a no-op.
+        series = f"SELECT seq AS n FROM seq_1_to_{int(count)} WHERE %s > 0"
+        finished = f"UTC_TIMESTAMP(6) - INTERVAL ROUND(n * {step} * 1000000) MICROSECOND"
+        started = f"{finished} - INTERVAL (n %% 2000) * 1000 MICROSECOND"
     else:
         series = (
             "WITH RECURSIVE series(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM series "
@@ -400,7 +405,9 @@ def insert_finished_jobs(count: int, *, spread_seconds: float = 0.0) -> None:
         cursor.execute(sql, [count])
     with connection.cursor() as cursor:
         cursor.execute(
-            f"VACUUM ANALYZE {table}" if connection.vendor == "postgresql" else "ANALYZE"
+            {"postgresql": f"VACUUM ANALYZE {table}", "mysql": f"ANALYZE TABLE {table}"}.get(
+                connection.vendor, "ANALYZE"
+            )
         )
 
 

@@ -34,7 +34,10 @@ _SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 def _raw_insert_sql(vendor: str) -> str:
     """The INSERT ``enqueue`` makes, as literal SQL for the driver (no ORM, no checks)."""
-    placeholder, now = ("%s", "now()") if vendor == "postgresql" else ("?", _SQLITE_NOW)
+    placeholder, now = {
+        "postgresql": ("%s", "now()"),
+        "mysql": ("%s", "UTC_TIMESTAMP(6)"),
+    }.get(vendor, ("?", _SQLITE_NOW))
     payload = f"{placeholder}::jsonb" if vendor == "postgresql" else placeholder
     return f"""
         INSERT INTO {Job._meta.db_table} (task_name, queue, payload, status, priority, run_at,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import enum
 import threading
@@ -11,6 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.core.checks import CheckMessage
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Q
@@ -48,6 +50,31 @@ class ClaimKind(enum.Enum):
     FULL = "full"
     #: Fair jobs (enqueue(fair_key=...)) alone, by round.
     FAIR = "fair"
+    #: Jobs under a concurrency cap or rate limit (a limit key): chosen by
+    #: ``django_outbox.limits``, which counts each limit's use, then claimed by id.
+    LIMITED = "limited"
+
+
+@dataclass(frozen=True)
+class LimitedCandidate:
+    """A runnable limited job, as the limited claim weighs it."""
+
+    id: int
+    task_name: str
+    queue: str
+    limit_key: str
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Limited jobs a claim passes over: those of the tasks and queues in ``tasks`` and
+    ``queues`` (a limit of the whole is used up or paused), and of the (name, key) pairs in
+    ``task_keys`` and ``queue_keys`` (a per-key limit is)."""
+
+    tasks: frozenset[str] = frozenset()
+    queues: frozenset[str] = frozenset()
+    task_keys: frozenset[tuple[str, str]] = frozenset()
+    queue_keys: frozenset[tuple[str, str]] = frozenset()
 
 
 #: What a statement gave: the number of rows it changed, and the rows it returned.
@@ -177,6 +204,35 @@ class DatabaseQueries:
         (see ``pacing``)."""
         raise NotImplementedError
 
+    def claim_chosen(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        ids: Sequence[int],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        """Claim the jobs ``ids`` that are still runnable (the limited claim chose them), as
+        ``claim`` claims; jobs another worker took meanwhile are left out."""
+        raise NotImplementedError
+
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+    ) -> list[LimitedCandidate]:
+        """Return up to ``limit`` runnable limited jobs of ``queues`` in the limited claim's
+        order, passing over those ``held_back`` names and retrying jobs of ``paused_retries``
+        (``limited.limited_candidates`` serves databases that read its SQL as written)."""
+        raise NotImplementedError
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        """Return the database's clock now, in seconds since the epoch: the clock that leases
+        and ``run_at`` are compared with, the same for every worker."""
+        raise NotImplementedError
+
     def waiting_kinds(
         self,
         connection: BaseDatabaseWrapper,
@@ -185,7 +241,7 @@ class DatabaseQueries:
     ) -> set[ClaimKind]:
         """Which of the claims that take more than plain jobs would find some due now in
         ``queues`` but ``excluded_queues``: FULL (jobs with a lock key or dependencies, where
-        ``plain_claims``), FAIR."""
+        ``plain_claims``), FAIR, LIMITED."""
         raise NotImplementedError
 
     def extend_leases(
@@ -275,6 +331,33 @@ class DatabaseQueries:
     ) -> InsertedJobs:
         """Insert one job like ``template`` per (encoded) payload; say what was written."""
         raise NotImplementedError
+
+    def insert_jobs_with_orm(
+        self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+    ) -> InsertedJobs:
+        """``insert_jobs`` by the ORM's ``bulk_create``, for databases that return the ids of
+        the rows it inserts."""
+        jobs = []
+        for position, payload in enumerate(payloads):
+            job = copy.copy(template)
+            job.payload = payload
+            if template.fair_round is not None:
+                # A fair key's jobs take consecutive rounds from the first one's (fairness.py).
+                job.fair_round = template.fair_round + position
+            jobs.append(job)
+        saved = Job.objects.using(connection.alias).bulk_create(jobs)
+        return InsertedJobs([job.pk for job in saved], jobs=saved)
+
+    def on_conflict_add(self, table: str, keys: Sequence[str], added: Sequence[str]) -> str:
+        """The clause of an INSERT that, where a row with the same ``keys`` exists, adds the
+        new row's ``added`` columns to its own (PostgreSQL, and SQLite 3.24 and later)."""
+        sums = ", ".join(f"{column} = {table}.{column} + excluded.{column}" for column in added)
+        return f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sums}"
+
+    def compatibility_problems(self, connection: BaseDatabaseWrapper) -> list[CheckMessage]:
+        """What about ``connection``'s server or session the queue cannot work with (errors),
+        or works with badly (warnings): for the system checks of the database."""
+        return []
 
     def announce(self, connection: BaseDatabaseWrapper, queues: Sequence[str]) -> None:
         """Tell workers in other processes, once the open transaction commits, that jobs of

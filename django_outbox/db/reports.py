@@ -71,6 +71,11 @@ class DatabaseReports:
     #: Whether ``estimated_rows`` gives an estimate (else None), so that a count that takes
     #: too long can give way to it.
     estimates_rows: ClassVar[bool] = False
+    #: Whether the planner sees for itself that a filter implies a partial index's condition
+    #: (``status = 'failed'`` implies ``status IN ('succeeded', 'failed', 'cancelled')``).
+    #: Where it does not (SQLite), a query spells the condition out to use the index; where it
+    #: does, the spelled-out condition may steer the planner to the wider index.
+    infers_partial_index_conditions: ClassVar[bool] = False
 
     def seconds_between(self, start: str, end: str) -> str:
         """SQL for the seconds from column ``start`` to column ``end``, as a float."""
@@ -125,3 +130,50 @@ class DatabaseReports:
         """The sessions named ``application_names`` (workers' own connections) waiting for a
         lock now; empty where the database cannot tell (SQLite)."""
         return []
+
+
+def nearest_rank_durations(
+    cursor: Any, source: str, params: Sequence[Any], percentiles: Sequence[int]
+) -> Durations:
+    """``DatabaseReports.durations`` without a percentile function: count, then read each
+    percentile's row (the nearest rank) in the database's order."""
+    cursor.execute(
+        f"SELECT count(duration), avg(duration), min(duration), max(duration) FROM {source}",
+        params,
+    )
+    count, average, shortest, longest = cursor.fetchone()
+    found = []
+    for percentile in percentiles if count else ():
+        rank = max(0, -(-percentile * count // 100) - 1)
+        cursor.execute(
+            f"SELECT duration FROM {source} WHERE duration IS NOT NULL "
+            "ORDER BY duration LIMIT 1 OFFSET %s",
+            [*params, rank],
+        )
+        found.append(cursor.fetchone()[0])
+    return Durations(
+        count,
+        None if average is None else float(average),
+        None if shortest is None else float(shortest),
+        None if longest is None else float(longest),
+        [float(value) for value in found],
+    )
+
+
+def union_of_slices(
+    connection: BaseDatabaseWrapper,
+    one_slice: str,
+    params: Sequence[Any],
+    lows: Sequence[datetime.datetime],
+    highs: Sequence[datetime.datetime],
+) -> tuple[str, list[Any]]:
+    """``DatabaseReports.slices_sql`` as a UNION ALL of one subquery per slice."""
+    parts = [
+        f"SELECT * FROM ({one_slice.format(low='%s', high='%s')}) AS slice{number}"
+        for number in range(len(lows))
+    ]
+    adapt = connection.ops.adapt_datetimefield_value
+    sample_params: list[Any] = []
+    for low, high in zip(lows, highs, strict=True):
+        sample_params += [*params, adapt(low), adapt(high)]
+    return " UNION ALL ".join(parts), sample_params

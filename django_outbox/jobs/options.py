@@ -32,8 +32,9 @@ class EnqueueOptions(TypedDict, total=False):
     ``lock`` run one at a time, in order; ``depends_on`` (jobs or ids) must all succeed
     first; ``unique_key`` (with ``unique_while`` "pending" or "unfinished", and
     ``on_duplicate`` "return" or "raise") keeps a second job with the key from being written;
-    jobs with a ``fair_key`` are served key by key in turn. ``django_outbox.enqueue`` says
-    each in full.
+    jobs with a ``fair_key`` are served key by key in turn; ``limit_key`` names whose share of
+    per-key concurrency caps and rate limits the job uses (by default its ``fair_key``).
+    ``django_outbox.enqueue`` says each in full.
     """
 
     delay: datetime.timedelta | float | None
@@ -47,6 +48,7 @@ class EnqueueOptions(TypedDict, total=False):
     unique_while: str
     on_duplicate: str
     fair_key: str | None
+    limit_key: str | None
 
 
 #: Every option's name.
@@ -89,7 +91,11 @@ def check_job_options(options: Mapping[str, Any]) -> None:
     max_attempts = options.get("max_attempts")
     if max_attempts is not None and (problem := max_attempts_error(max_attempts)):
         raise EnqueueError(problem)
-    if problem := key_error("lock", lock) or key_error("fair_key", fair_key):
+    if problem := (
+        key_error("lock", lock)
+        or key_error("fair_key", fair_key)
+        or key_error("limit_key", options.get("limit_key"))
+    ):
         raise EnqueueError(problem)
     if fair_key is not None and lock is not None:
         raise EnqueueError(

@@ -18,6 +18,7 @@ from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from .. import signals
 from ..claimed import ClaimedJob
 from ..conf import get_settings
 from ..db import queries_for, write_transaction
@@ -451,4 +452,6 @@ def _prune_batch(
         if not ids:
             return 0
         # Jobs, not the dependency rows that go with them.
-        return Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
+        deleted = Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
+    signals.send(signals.jobs_pruned, sender=Job, job_ids=ids, using=using)
+    return int(deleted)

@@ -23,6 +23,7 @@ from .bounds import (
     max_size_error,
     priority_error,
 )
+from .limits import LIMIT_OPTIONS, limit_error
 from .loaders import codec_setting_error, context_variable_error
 from .relay import brokers_errors, relay_errors
 from .schedules import cron_setting_errors
@@ -69,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     # "MAX_SIZE": 10000, "PACE_RETRIES": True}}. MAX_SIZE bounds the jobs waiting in the queue
     # (enqueue raises QueueFull beyond it; no bound by default); PACE_RETRIES (default True)
     # holds the queue's due retries back until the next poll once a retry fails again.
+    # CONCURRENCY and RATE_LIMIT ("10/s") cap the queue's jobs across every worker;
+    # CONCURRENCY_PER_KEY and RATE_LIMIT_PER_KEY each limit key's (docs/limits.md).
     "QUEUES": {},
     # Periodic tasks beside those declared with @task(cron=...), by name: {"nightly-cleanup":
     # {"TASK": "myapp.tasks.cleanup", "SCHEDULE": "0 3 * * *", "PAYLOAD": {...}, "QUEUE": ...,
@@ -90,7 +93,10 @@ DEFAULTS: dict[str, Any] = {
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
 RETENTION_KEYS = frozenset(DEFAULTS["RETENTION"])
 HEALTH_KEYS = frozenset(DEFAULTS["HEALTH"])
-QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES"})
+QUEUE_LIMIT_KEYS = tuple(option.upper() for option in LIMIT_OPTIONS)
+QUEUE_KEYS = frozenset(
+    {"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES", *QUEUE_LIMIT_KEYS}
+)
 
 #: Settings whose problems are reported as E004 (durations) and E005 (counts).
 DURATIONS = ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS", "SHUTDOWN_TIMEOUT")
@@ -231,6 +237,16 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
                     id="django_outbox.E008",
                 )
             )
+        for key in QUEUE_LIMIT_KEYS:
+            if key in options and (problem := limit_error(key, options[key])):
+                errors.append(
+                    Error(
+                        f"OUTBOX['QUEUES'][{brief(name)}]: {problem}",
+                        hint="Caps are whole numbers of jobs running at once; rates are starts "
+                        "per period such as '10/s' or '1/500ms'. See docs/limits.md.",
+                        id="django_outbox.E040",
+                    )
+                )
     return errors
 
 

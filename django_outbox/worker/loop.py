@@ -35,6 +35,7 @@ from ..db import is_lock_error, queries_for, retry_while_locked
 from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
+from ..limits.claims import claim_limited
 from ..retry import RetryPolicy
 from ..validation.text import worker_id_error
 from . import health, shutdown
@@ -142,6 +143,10 @@ class Worker:
         self._wake = threading.Event()
         # Whether a finished job should wake the loop at once rather than at its next poll.
         self._wake_on_completion = True
+        # Whether the last round of claims left jobs held back by a limit, and how long until
+        # one may start by its rates and pauses (None: when a running job ends).
+        self._limited_held_back = False
+        self._limited_wait: float | None = None
         self._stopping = threading.Event()
         self._aborting = threading.Event()
         # Set once the worker has stopped: its helper threads end.
@@ -288,11 +293,21 @@ class Worker:
                 # A claim that found fewer jobs than it asked for left nothing runnable, and a
                 # finished job adds none: claim again at the next poll, not at every completion.
                 # Burst and max-jobs runs wait for completions to exit promptly.
+                # Jobs held back by a limit may start once a running job ends: claim again at
+                # completions, and when a rate's next token comes or a pause ends.
+                limited = self._limited_held_back
                 self._wake_on_completion = (
-                    len(claimed) == free or self.burst or self._max_jobs_reached()
+                    len(claimed) == free or self.burst or self._max_jobs_reached() or limited
                 )
                 if self.burst and idle_before_claim and not claimed:
                     resume = self._pacing.seconds_to_resume()
+                    token_soon = self._limited_wait is not None and (
+                        self._limited_wait <= self.poll_seconds
+                    )
+                    if limited and token_soon:
+                        # A rate's next token is near: a burst drains rate-limited jobs too
+                        # (a long pause, or a cap other workers fill, ends it).
+                        resume = min(resume or self.poll_seconds, self._limited_retry_in())
                     if resume is None:
                         break
                     # Retries held back for now are runnable: a burst waits for them.
@@ -300,7 +315,7 @@ class Worker:
                     continue
                 if self._max_jobs_reached() and not self.held:
                     break
-                self._wake.wait(self.poll_seconds)
+                self._wake.wait(self._limited_retry_in() if limited else self.poll_seconds)
         finally:
             wakeups.unsubscribe(self._job_enqueued)
             try:
@@ -370,8 +385,12 @@ class Worker:
         paused = self._pacing.paused()
 
         jobs: list[ClaimedJob] = []
+        self._limited_held_back = False
+        self._limited_wait = None
 
         def claim(kind: ClaimKind, count: int) -> int:
+            if kind is ClaimKind.LIMITED:
+                return claim_limited_jobs(count)
             claimed = retry_while_locked(
                 lambda: queries.claim(
                     connection,
@@ -387,6 +406,20 @@ class Worker:
             )
             jobs.extend(claimed)
             return len(claimed)
+
+        def claim_limited_jobs(count: int) -> int:
+            limited = retry_while_locked(
+                lambda: claim_limited(
+                    self.using, self.worker_id, self.queues, count, self.lease_seconds, paused
+                ),
+                stopping=self._stopping.is_set,
+            )
+            jobs.extend(limited.jobs)
+            if limited.held_back:
+                self._limited_held_back = True
+                self._limited_wait = limited.retry_in
+                self._claim_policy.limited_held_back()
+            return len(limited.jobs)
 
         try:
             with queries.claim_lock_wait(connection):
@@ -405,6 +438,12 @@ class Worker:
             for job in jobs:
                 self._ready.put(job)
         return jobs
+
+    def _limited_retry_in(self) -> float:
+        """How long to wait before claiming again while limits hold jobs back: until a rate's
+        next token or a pause's end, at most a poll interval, and not less than a millisecond."""
+        wait = self.poll_seconds if self._limited_wait is None else self._limited_wait
+        return max(0.001, min(self.poll_seconds, wait))
 
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""

@@ -22,6 +22,7 @@ from ..exceptions import (
     BrokenTransactionError,
     Halt,
     LeaseLostError,
+    RateLimited,
     Snooze,
     TaskNotRegisteredError,
     TimedOut,
@@ -36,6 +37,7 @@ from ..jobs.transitions import (
     record_halt,
     record_snooze,
 )
+from ..limits.pauses import PER, pause
 from ..models import JobStatus
 from ..retry import RetryPolicy, decision_delay
 from ..tasks.base import Task
@@ -222,6 +224,8 @@ def _run_job(
             return _cancel(job, task, using, _cancel_note(task, job), history_limit)
         if isinstance(exc, Snooze):
             return _snooze(job, task, exc, using, history_limit, fallback)
+        if isinstance(exc, RateLimited):
+            return _rate_limited(job, task, exc, using, history_limit, fallback)
         if isinstance(exc, Halt):
             return _halt(job, task, exc, using)
         if job.timed_out is not None:
@@ -373,6 +377,31 @@ def _snooze(
     if not _lease_held(job, record_snooze(job, seconds, using), "snooze"):
         return Outcome.LEASE_LOST
     return report(job, task, Outcome.SNOOZED, "seconds=%g", seconds, seconds=seconds)
+
+
+def _rate_limited(
+    job: ClaimedJob,
+    task: Task,
+    limited: RateLimited,
+    using: str,
+    history_limit: int,
+    fallback: RetryPolicy,
+) -> Outcome:
+    """Pause the limit the handler named, and snooze the job until the pause ends."""
+    problem = snooze_error(limited.retry_after)
+    if problem is None and limited.per is not None and limited.per not in PER:
+        problem = f"per must be one of {PER} or None, not {limited.per!r}."
+    if problem:
+        error = ValueError(f"{task.name} raised RateLimited({limited.retry_after!r}): {problem}")
+        trace = "".join(traceback.format_exception(limited))
+        return _fail(job, task, error, trace, using, history_limit, fallback)
+    seconds = float(limited.retry_after)
+    scope = pause(using, job, seconds, limited.per)
+    if not _lease_held(job, record_snooze(job, seconds, using), "rate limit"):
+        return Outcome.LEASE_LOST
+    return report(
+        job, task, Outcome.SNOOZED, "rate_limited=%s seconds=%g", scope, seconds, seconds=seconds
+    )
 
 
 def _halt(job: ClaimedJob, task: Task, halt: Halt, using: str) -> Outcome:

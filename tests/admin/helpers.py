@@ -78,9 +78,12 @@ def sent_messages(response):
 
 
 def queries_on_jobs(captured):
-    """Return the SQL of the captured queries that read the job table."""
+    """Return the SQL of the captured queries that read the job table, names in double
+    quotes (as PostgreSQL and SQLite quote them; MariaDB's backticks replaced)."""
     return [
-        query["sql"] for query in captured.captured_queries if "django_outbox_job" in query["sql"]
+        query["sql"].replace("`", '"')
+        for query in captured.captured_queries
+        if "django_outbox_job" in query["sql"]
     ]
 
 
@@ -117,9 +120,11 @@ def outside_path_reads(sql):
     return PATH_READ.sub("", sql)
 
 
-def post_action(client, action, jobs):
+def post_action(client, action, jobs, **fields):
+    """Post the list's ``action`` on ``jobs``; ``fields`` are posted too (``outbox_confirmed=
+    "yes"``: as from the confirmation page of an action that asks)."""
     return client.post(
         reverse(CHANGELIST),
-        {"action": action, "_selected_action": [job.pk for job in jobs], "index": 0},
+        {"action": action, "_selected_action": [job.pk for job in jobs], "index": 0, **fields},
         follow=True,
     )

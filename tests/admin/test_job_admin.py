@@ -393,7 +393,7 @@ class TestSearch:
         # A slow query after the request runs to its end.
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT 1 WHERE {SLOW_CONDITION[connection.vendor]}")
-            assert cursor.fetchall() == [(1,)]
+            assert list(cursor.fetchall()) == [(1,)]
 
 
 #: A condition that takes about a second (PostgreSQL) or several (SQLite) to evaluate.
@@ -401,11 +401,17 @@ SLOW_CONDITION = {
     "postgresql": "(SELECT true FROM pg_sleep(1))",
     "sqlite": "(WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 3000000) "
     "SELECT count(*) FROM c) > 0",
+    "mysql": "(SELECT SLEEP(1)) = 0",
 }
 
 
 def statement_timeout():
-    """Return PostgreSQL's statement_timeout on the test connection ("0" elsewhere)."""
+    """Return PostgreSQL's statement_timeout (MariaDB's max_statement_time) on the test
+    connection ("0" for none, and on SQLite)."""
+    if connection.vendor == "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@SESSION.max_statement_time")
+            return f"{float(cursor.fetchone()[0]):g}"
     if connection.vendor != "postgresql":
         return "0"
     with connection.cursor() as cursor:
@@ -428,7 +434,12 @@ class TestCancelAction:
         halted = make_halted(tasks.noop.enqueue())
         running = make_running(tasks.noop.enqueue())
         succeeded = make_succeeded(tasks.noop.enqueue())
-        response = post_action(admin_client, "cancel_selected", [ready, halted, running, succeeded])
+        response = post_action(
+            admin_client,
+            "cancel_selected",
+            [ready, halted, running, succeeded],
+            outbox_confirmed="yes",
+        )
         statuses = dict(Job.objects.values_list("pk", "status"))
         assert statuses == {
             ready.pk: JobStatus.CANCELLED,
@@ -457,7 +468,7 @@ class TestCancelAction:
         client.force_login(staff_with("view_job"))
         ready = tasks.noop.enqueue()
         assert "cancel_selected" not in client.get(reverse(CHANGELIST)).text
-        post_action(client, "cancel_selected", [ready])
+        post_action(client, "cancel_selected", [ready], outbox_confirmed="yes")
         assert Job.objects.get(pk=ready.pk).status == JobStatus.READY
 
 

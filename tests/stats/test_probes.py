@@ -137,6 +137,8 @@ def test_an_unreachable_database_exits_1(tmp_path):
     env = worker_env()
     if connection.vendor == "postgresql":
         env["DATABASE_URL"] = "postgres://postgres@127.0.0.1:1/outbox"  # nothing listens there
+    elif connection.vendor == "mysql":
+        env["DATABASE_URL"] = "mysql://root@127.0.0.1:1/outbox"
     else:
         env["OUTBOX_TEST_DATABASE_NAME"] = str(tmp_path / "no-such-directory" / "db.sqlite3")
     result = subprocess.run(

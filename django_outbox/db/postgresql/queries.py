@@ -21,13 +21,16 @@ from ..base import (
     ClaimKind,
     DatabaseQueries,
     Heartbeat,
+    HeldBack,
     InsertedJobs,
+    LimitedCandidate,
     Result,
     application_name_of,
 )
 from ..fair_rounds import ROUNDS_SQL, rounds_params
+from ..limited import limited_candidates
 from ..outage import ErrorBackoff
-from ..rows import CLAIM_COLUMNS, CLAIMS, SPECIAL_WAITING, claimed_jobs
+from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, SPECIAL_WAITING, claimed_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +88,12 @@ SELECT EXISTS (
 ), EXISTS (
     SELECT 1 FROM {TABLE}
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
-      AND run_at <= now() AND fair_key IS NOT NULL
+      AND run_at <= now() AND fair_key IS NOT NULL AND limit_key IS NULL
+      {{queue_filter}}
+), EXISTS (
+    SELECT 1 FROM {TABLE}
+    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+      AND run_at <= now() AND limit_key IS NOT NULL
       {{queue_filter}}
 )
 """
@@ -95,6 +103,12 @@ def claim_sql(queue_filter: str, kind: ClaimKind) -> str:
     """The claim of ``kind``: its conditions and its order."""
     pick, order = CLAIMS[kind]
     return CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
+
+
+#: The limited claim's last step: the jobs it chose, by id, if still runnable.
+CLAIM_CHOSEN_SQL = CLAIM_SQL.format(
+    queue_filter="", pick="\n      AND id = ANY(%(ids)s)", order=CLAIM_ORDER
+)
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling
@@ -160,9 +174,9 @@ WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = ANY(%(tokens)s::uuid[])
 INSERT_JOB_SQL = f"""
 INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
     max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key,
-    context, lock_key, has_dependencies, fair_key, fair_round)
+    context, lock_key, has_dependencies, fair_key, limit_key, fair_round)
 VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
-    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s, %s, %s, {{fair_round}})
+    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s, %s, %s, %s, {{fair_round}})
 RETURNING id, run_at, enqueued_at, fair_round
 """
 #: A fair job's round, computed in its INSERT as ``fairness.first_round`` computes it (GREATEST
@@ -192,10 +206,10 @@ INSERT_JOBS_SQL = f"""
 WITH inserted AS (
     INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
         max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, context,
-        lock_key, fair_key, fair_round)
+        lock_key, fair_key, limit_key, fair_round)
     SELECT %(task_name)s, %(queue)s, NULLIF(payload, 'null'), '{JobStatus.READY}', %(priority)s,
         COALESCE(%(run_at)s, now()), 0, %(max_attempts)s, '', now(), '', '', '[]'::jsonb,
-        %(context)s::jsonb, %(lock_key)s, %(fair_key)s,
+        %(context)s::jsonb, %(lock_key)s, %(fair_key)s, %(limit_key)s,
         -- A fair key's jobs take consecutive rounds from the first one's (fairness.py).
         %(fair_round)s::bigint + position - 1
     FROM jsonb_array_elements(%(payloads)s::jsonb) WITH ORDINALITY AS batch(payload, position)
@@ -326,13 +340,47 @@ class PostgreSQLQueries(DatabaseQueries):
             WAITING_KINDS_SQL.format(queue_filter=_queue_filter(queues, excluded_queues)),
             {"queues": list(queues or ()), "excluded": list(excluded_queues)},
         )
-        special, fair = rows[0]
+        special, fair, limited = rows[0]
         waiting = set()
         if special:
             waiting.add(ClaimKind.FULL)
         if fair:
             waiting.add(ClaimKind.FAIR)
+        if limited:
+            waiting.add(ClaimKind.LIMITED)
         return waiting
+
+    def claim_chosen(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        ids: Sequence[int],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        params = {
+            "ids": list(ids),
+            "limit": len(ids),
+            "lease_seconds": lease_seconds,
+            "worker_id": worker_id,
+        }
+        _, rows = self.execute(connection, CLAIM_CHOSEN_SQL, params)
+        return claimed_jobs(rows, worker_id)
+
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+    ) -> list[LimitedCandidate]:
+        self._set_up_for_bookkeeping(connection)
+        return limited_candidates(self, connection, queues, paused_retries, held_back, limit)
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        # The statement's time, not now(): inside a transaction that is when it began.
+        _, rows = self.execute(connection, "SELECT extract(epoch FROM statement_timestamp())", ())
+        return float(rows[0][0])
 
     def extend_leases(
         self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], lease_seconds: float
@@ -402,6 +450,7 @@ class PostgreSQLQueries(DatabaseQueries):
             job.lock_key,
             job.has_dependencies,
             job.fair_key,
+            job.limit_key,
         )
         if job.fair_key is not None and job.fair_round is None:
             # The round is the database's to compute (enqueuers of the key serialized). Planned
@@ -434,6 +483,7 @@ class PostgreSQLQueries(DatabaseQueries):
             "context": None if template.context is None else json.dumps(template.context),
             "lock_key": template.lock_key,
             "fair_key": template.fair_key,
+            "limit_key": template.limit_key,
             "fair_round": template.fair_round,
             "payloads": json.dumps(payloads),
         }

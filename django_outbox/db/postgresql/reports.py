@@ -50,6 +50,7 @@ class PostgreSQLReports(DatabaseReports):
     vendor: ClassVar[str] = "postgresql"
     has_vacuum: ClassVar[bool] = True
     estimates_rows: ClassVar[bool] = True
+    infers_partial_index_conditions: ClassVar[bool] = True
 
     def seconds_between(self, start: str, end: str) -> str:
         return f"EXTRACT(EPOCH FROM {end} - {start})::float"

@@ -7,6 +7,7 @@ import signal
 from argparse import ArgumentParser
 from typing import Any
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError
 
 from ...conf import get_settings
@@ -131,6 +132,9 @@ class Command(BaseCommand):
             problem := worker_id_for_processes(options["worker_id"], processes)
         ):
             raise CommandError(problem)
+        # The database's checks (a server version or an isolation level the queue cannot work
+        # with), which Django runs only where asked to.
+        self.check(tags=[Tags.database], databases=[get_settings().database])
         log_level = {0: logging.WARNING, 1: logging.INFO}.get(options["verbosity"], logging.DEBUG)
         configure_console_logging(log_level)
         if options["relay_only"]:
