@@ -42,7 +42,13 @@ def _queries(connection: BaseDatabaseWrapper) -> MessageQueries:
 
         _VENDORS.update(postgresql=PostgreSQLMessageQueries(), sqlite=SQLiteMessageQueries())
     # queries_for() refuses a database django-outbox does not support, with the reason.
-    return _VENDORS[queries_for(connection).vendor]
+    vendor = queries_for(connection).vendor
+    if vendor not in _VENDORS:
+        raise NotImplementedError(
+            f"The relay supports PostgreSQL and SQLite; database {connection.alias!r} is "
+            f"{connection.display_name}. Publish on one of those, or run jobs that publish."
+        )
+    return _VENDORS[vendor]
 
 
 def messages_waiting(connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
