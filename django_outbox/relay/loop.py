@@ -202,7 +202,7 @@ class Relay:
             connection.close()
 
     def drain(self, *, timeout: float = 30.0) -> RelayStats:
-        """Relay until no message is ready (tests, ``outbox_relay --drain``); return stats.
+        """Relay until no message is ready, in this thread (tests, the demo); return stats.
 
         Raise BrokerUnavailable if a broker stays unreachable for ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
