@@ -15,6 +15,7 @@ connecting and for each confirm, default 10).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,10 +90,13 @@ class RabbitMQ(Broker):
 
         outcomes: list[Outcome] = []
         stops = KeyStops()
+        # One confirm at a time: a slow broker could keep a large batch going past the relay's
+        # lease, and another relay would send it too. What is left then goes back, unsent.
+        give_up_at = time.monotonic() + self.timeout
         try:
             channel = self._open_channel()
             for message in messages:
-                if stops.stopped(message):
+                if stops.stopped(message) or time.monotonic() > give_up_at:
                     outcomes.append(NOT_SENT)
                     continue
                 headers: dict[str, Any] = dict(message.headers)
