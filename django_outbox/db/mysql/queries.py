@@ -456,7 +456,7 @@ class MySQLQueries(DatabaseQueries):
                     hint="Claims need FOR UPDATE SKIP LOCKED (MariaDB 10.6, MySQL 8.0) and "
                     "enqueues INSERT ... RETURNING (MariaDB). Upgrade the server, or use "
                     "PostgreSQL or SQLite.",
-                    id="django_outbox.E040",
+                    id="django_outbox.E050",
                 )
             ]
         problems: list[CheckMessage] = []
@@ -478,7 +478,7 @@ class MySQLQueries(DatabaseQueries):
                     '"read committed"}. Under REPEATABLE READ an enqueuer that waited for '
                     "another would not see its job (two jobs with one unique key), and gap "
                     "locks make claims deadlock.",
-                    id="django_outbox.E041",
+                    id="django_outbox.E051",
                 )
             )
         if settings.USE_TZ and offset:
@@ -489,7 +489,7 @@ class MySQLQueries(DatabaseQueries):
                     "where Django and the queue's claims read UTC.",
                     hint='Set "OPTIONS": {"init_command": "SET time_zone = \'+00:00\'"} '
                     "(or the server's default_time_zone to '+00:00').",
-                    id="django_outbox.W040",
+                    id="django_outbox.W050",
                 )
             )
         if mariadb and version < (10, 8):
@@ -499,7 +499,7 @@ class MySQLQueries(DatabaseQueries):
                     "descending index columns ascending: each claim sorts the due jobs "
                     "instead of reading them in order from the claim index.",
                     hint="MariaDB 10.8 or later claims along the index, however long the backlog.",
-                    id="django_outbox.W041",
+                    id="django_outbox.W051",
                 )
             )
         return problems
