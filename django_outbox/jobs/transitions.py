@@ -395,5 +395,5 @@ def _prune_batch(
             return 0
         # Jobs, not the dependency rows that go with them.
         deleted = Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
-    signals.send(signals.jobs_pruned, sender=Job, job_ids=ids, using=using)
+    signals.send(signals.jobs_pruned, Job, job_ids=ids, using=using)
     return int(deleted)
