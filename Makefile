@@ -14,14 +14,16 @@ VENV_LTS := .venv-django52
 VENV_WHEEL := .venv-wheel
 PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox
 SQLITE_URL ?= sqlite:///$(CURDIR)/.test-databases/outbox.sqlite3
+MARIADB_URL ?= mysql://root@127.0.0.1:3306/outbox_mariadb
 PYTEST_ARGS ?=
 BENCH_PG_URL ?= postgres://postgres@127.0.0.1:5432/outbox_bench
 BENCH_SQLITE_URL ?= sqlite:///$(CURDIR)/.bench/outbox.sqlite3
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
-.PHONY: help install install-lts postgres browser lint test test-sqlite test-postgresql test-lts \
-	test-lts-sqlite test-lts-postgresql wheel chaos demo bench screenshots clean docs
+.PHONY: help install install-lts postgres brokers mariadb browser lint test test-sqlite \
+	test-postgresql test-mariadb test-lts test-lts-sqlite test-lts-postgresql wheel chaos demo bench \
+	screenshots clean docs
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
@@ -30,24 +32,41 @@ help:
 	@echo "make chaos  the fault-injection suite at full size (kills, database restarts, load)"
 	@echo "make docs   build the documentation site into docs/_build/html"
 
-# Created once; reinstalled in place when pyproject.toml changes.
+# Created once; reinstalled in place when pyproject.toml changes. The development tools are the
+# dependency group "dev" (pip >= 25.1 installs groups: the pip upgrade comes first).
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e ".[dev]" "django>=6.0,<7"
+	$(VENV)/bin/pip install --quiet -e . --group dev "django>=6.0,<7"
 	touch $@
 
 $(VENV_LTS)/.installed: pyproject.toml
 	test -x $(VENV_LTS)/bin/python || $(PYTHON_LTS) -m venv $(VENV_LTS)
 	$(VENV_LTS)/bin/pip install --quiet --upgrade pip
-	$(VENV_LTS)/bin/pip install --quiet -e ".[dev,tasks]" "django>=5.2,<5.3"
+	$(VENV_LTS)/bin/pip install --quiet -e ".[tasks]" --group dev "django>=5.2,<5.3"
 	touch $@
 
 install: $(VENV)/.installed
 install-lts: $(VENV_LTS)/.installed
 
+# mysqlclient (the extra "mariadb"), built against Debian's libmariadb-dev, which
+# .ci/ensure-mariadb installs with the server where missing.
+$(VENV)/.mariadb: pyproject.toml $(VENV)/.installed
+	.ci/ensure-mariadb
+	$(VENV)/bin/pip install --quiet -e ".[dev,mariadb]" "django>=6.0,<7"
+	touch $@
+
+# The local MariaDB server answering (started if it does not; never restarted), and the
+# driver installed.
+mariadb: $(VENV)/.mariadb
+	@.ci/ensure-mariadb $(notdir $(MARIADB_URL))
+
 postgres:
 	@.ci/ensure-postgres
+
+# Redis, NATS (JetStream) and RabbitMQ for the relay's tests, started where they do not answer.
+brokers:
+	@.ci/ensure-brokers
 
 # Debian's chromium and chromium-driver for the admin's browser tests (-m browser), installed
 # where missing and possible; the tests skip, saying why, where they are not.
@@ -72,6 +91,13 @@ test-sqlite: install
 # Prepared statements on this leg, as the README recommends; Django's default on the LTS leg.
 test-postgresql: install postgres
 	OUTBOX_TEST_PREPARE_THRESHOLD=5 DATABASE_URL=$(PG_URL) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# MariaDB, on Django 6: the whole suite but the browser tests (they test the admin's pages,
+# not the database), the fault-injection tests included; the database restart among them runs
+# on a private server of its own (tests/chaos/private_mariadb.py), never the shared one.
+MARIADB_PYTEST_ARGS ?= -m "not browser"
+test-mariadb: install mariadb
+	DATABASE_URL=$(MARIADB_URL) $(VENV)/bin/pytest $(MARIADB_PYTEST_ARGS) $(PYTEST_ARGS)
 
 # Django 5.2 LTS on the oldest supported Python, both databases. The fault-injection tests
 # (-m chaos) test the queue, not Django: they run on the Django 6 legs. So do the browser tests
@@ -100,14 +126,14 @@ wheel: install
 # Two chains of legs run side by side (.ci/parallel): the legs use different databases, and
 # wait more than they compute. Each chain pairs a long leg with a short one (Django 6 on
 # PostgreSQL, the longest, then 5.2 on SQLite, the shortest) so that both end together.
-test: lint docs install-lts postgres browser
+test: lint docs install-lts postgres brokers browser
 	.ci/parallel "$(MAKE) --no-print-directory --keep-going test-postgresql test-lts-sqlite" \
 	  "$(MAKE) --no-print-directory --keep-going test-sqlite test-lts-postgresql wheel"
 
 # The fault-injection suite at full size (about 10 min); `make test` runs it at CI size.
 # Figures go to .chaos/report.jsonl, for docs/reliability.md.
 CHAOS_ARGS ?=
-chaos: install postgres
+chaos: install postgres brokers
 	mkdir -p .chaos
 	OUTBOX_CHAOS_SCALE=full OUTBOX_CHAOS_REPORT=$(CURDIR)/.chaos/report.jsonl \
 	  DATABASE_URL=$(SQLITE_URL) $(VENV)/bin/pytest -m chaos $(CHAOS_ARGS)

@@ -72,6 +72,8 @@ def _worker(worker: Registered) -> dict[str, Any]:
     row = worker.row
     if worker.stale:
         state = _("stale: no heartbeat for %(age)s") % {"age": duration_text(worker.heartbeat_age)}
+    elif worker.late:
+        state = _("heartbeat late: last %(age)s ago") % {"age": duration_text(worker.heartbeat_age)}
     elif worker.in_error_for is not None:
         state = _("in error for %(age)s") % {"age": duration_text(worker.in_error_for)}
     else:
@@ -90,7 +92,7 @@ def _worker(worker: Registered) -> dict[str, Any]:
         "jobs_failed_text": f"{row.jobs_failed:,}",
         "state": state,
         "healthy": worker.healthy,
-        "in_error": worker.in_error_for is not None,
+        "in_error": worker.in_error_for is not None or worker.late,
         "last_error": row.last_error,
         "last_error_at": row.last_error_at,
     }

@@ -133,7 +133,8 @@ def _status_condition(statuses: tuple[str, ...]) -> RawSQL:
 
     if not set(statuses) <= set(JobStatus.values):
         raise ValueError(f"Not statuses: {statuses!r}")
-    column = f'"{Job._meta.db_table}"."status"'
+    # Unquoted: the name needs no quotes, and each database quotes differently.
+    column = f"{Job._meta.db_table}.status"
     literals = ", ".join(f"'{status}'" for status in statuses)
     sql = f"{column} = {literals}" if len(statuses) == 1 else f"{column} IN ({literals})"
     return RawSQL(sql, (), output_field=BooleanField())

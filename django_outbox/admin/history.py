@@ -56,14 +56,21 @@ def _when(value: Any) -> datetime.datetime | None:
 def attempts(job: Job) -> list[Event]:
     """Every attempt the job's row records, oldest first."""
     events = []
+    cancelled_entries = 0
     recorded = job.errors if isinstance(job.errors, list) else []
     for entry in recorded:
         if not isinstance(entry, dict):
             continue
+        if entry.get("event") == "cancelled":
+            # A cancel requested while the attempt ran: the entry says what became of it.
+            what = gettext("attempt %(attempt)s cancelled")
+            cancelled_entries += 1
+        else:
+            what = gettext("attempt %(attempt)s failed")
         events.append(
             Event(
                 at=_when(entry.get("at")),
-                what=gettext("attempt %(attempt)s failed") % {"attempt": entry.get("attempt")},
+                what=what % {"attempt": entry.get("attempt")},
                 started_at=_when(entry.get("started_at")),
                 worker=str(entry.get("worker") or ""),
                 error=str(entry.get("error") or ""),
@@ -76,6 +83,9 @@ def attempts(job: Job) -> list[Event]:
         JobStatus.RUNNING: gettext("attempt %(attempt)s running"),
         JobStatus.CANCELLED: gettext("attempt %(attempt)s cancelled"),
     }.get(job.status)  # type: ignore[call-overload]
+    if job.status == JobStatus.CANCELLED and cancelled_entries:
+        # The entry of the cancelled attempt is its line already.
+        outcome = None
     if outcome is not None and job.started_at is not None:
         events.append(
             Event(

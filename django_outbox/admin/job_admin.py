@@ -18,8 +18,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import OperationalError, connections
 from django.db.models import Q, QuerySet
 from django.db.models.expressions import Combinable
-from django.db.models.functions import Substr
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.db.models.functions import Lower, Substr
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -235,6 +235,14 @@ class JobChangeList(ChangeList):
         self.can_show_all = can_show_all
         self.multi_page = multi_page
         self.paginator = paginator
+
+
+def _holds_nul(request: HttpRequest) -> bool:
+    """Whether a query parameter of ``request`` (its name or a value) contains NUL."""
+    return any(
+        "\x00" in name or any("\x00" in value for value in values)
+        for name, values in request.GET.lists()
+    )
 
 
 class JobAdmin(JobModelAdmin):
@@ -539,9 +547,11 @@ class JobAdmin(JobModelAdmin):
         if term.isdecimal() and int(term) <= ID_MAX:
             return queryset.filter(pk=int(term)), False
         return (
-            queryset.alias(searched_django_task=django_task_jobs.path_expression()).filter(
+            # The path lowered on both sides: MariaDB compares what it reads of JSON by its
+            # bytes (utf8mb4_bin), where icontains would match only the case typed.
+            queryset.alias(searched_django_task=Lower(django_task_jobs.path_expression())).filter(
                 Q(task_name__icontains=term)
-                | Q(searched_django_task__icontains=term)
+                | Q(searched_django_task__contains=term.lower())
                 | Q(queue__istartswith=term)
                 | Q(worker_id__istartswith=term)
             ),
@@ -551,6 +561,12 @@ class JobAdmin(JobModelAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        if _holds_nul(request):
+            # PostgreSQL's text cannot hold NUL: the filter's query would fail (a 500), and no
+            # job can match it anyway. Other control characters are text like any other.
+            return HttpResponseBadRequest(
+                _("A filter or search of this list contains a NUL character; no job can match it.")
+            )
         # Only a search can make the list's queries slow enough to need a limit: without one,
         # a limit that fired would fire again on the page the user is sent back to.
         if request.method != "GET" or not request.GET.get(SEARCH_VAR, "").strip():

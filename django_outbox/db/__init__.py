@@ -1,12 +1,12 @@
 """Everything that differs by database, behind one interface: ``DatabaseQueries``.
 
 ``queries_for(connection)`` returns the implementation for a connection's database, one module
-per vendor (``postgresql``, ``sqlite``); callers ask it, and never test ``connection.vendor``
-themselves. Beside them: riding out database errors (``outage``, and ``retry_while_locked``
-here), the SQL of fair rounds (``fair_rounds``), conditions of the partial indexes
-(``partial_indexes``), time limits on slow reads (``time_limits``) and turning claimed rows
-into jobs (``rows``). Everything the ORM can say the same way on every database lives in
-``django_outbox.jobs`` instead.
+per vendor (``postgresql``, ``sqlite``, ``mysql`` for MariaDB and MySQL); callers ask it, and
+never test ``connection.vendor`` themselves. Beside them: riding out database errors
+(``outage``, and ``retry_while_locked`` here), the SQL of fair rounds (``fair_rounds``),
+conditions of the partial indexes (``partial_indexes``), time limits on slow reads
+(``time_limits``) and turning claimed rows into jobs (``rows``). Everything the ORM can say the
+same way on every database lives in ``django_outbox.jobs`` instead.
 
 May import: the base modules (models, conf, claimed, exceptions, validation). Nothing above.
 """
@@ -55,27 +55,40 @@ def reports_for(connection: BaseDatabaseWrapper) -> DatabaseReports:
 def _load_vendors() -> None:
     # The vendors' modules write their SQL with the models' table names: imported at the first
     # query, after the app registry is ready (this package is imported before it).
+    from .mysql import queries as mysql_queries
+    from .mysql import reports as mysql_reports
     from .postgresql import queries as postgresql_queries
     from .postgresql import reports as postgresql_reports
     from .sqlite import queries as sqlite_queries
     from .sqlite import reports as sqlite_reports
 
-    for queries in (postgresql_queries.queries, sqlite_queries.queries):
+    for queries in (postgresql_queries.queries, sqlite_queries.queries, mysql_queries.queries):
         _QUERIES[queries.vendor] = queries
-    for reports in (postgresql_reports.reports, sqlite_reports.reports):
+    for reports in (postgresql_reports.reports, sqlite_reports.reports, mysql_reports.reports):
         _REPORTS[reports.vendor] = reports
 
 
 def _unsupported(connection: BaseDatabaseWrapper) -> NoReturn:
     raise NotImplementedError(
-        f"django-outbox supports PostgreSQL and SQLite; database {connection.alias!r} is "
-        f"{connection.vendor}."
+        f"django-outbox supports PostgreSQL, SQLite, MariaDB and MySQL; database "
+        f"{connection.alias!r} is {connection.vendor}."
     )
 
 
+#: MariaDB's and MySQL's error codes for a deadlock (the transaction was rolled back) and a lock
+#: wait timeout (the statement was).
+MYSQL_DEADLOCK = 1213
+MYSQL_LOCK_WAIT_TIMEOUT = 1205
+
+
 def is_lock_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite's "database is locked": busy, not broken; worth another try."""
-    return isinstance(exc, OperationalError) and "locked" in str(exc)
+    """Whether ``exc`` is busy, not broken, and worth another try: SQLite's "database is
+    locked", MariaDB's and MySQL's deadlock or lock wait timeout."""
+    if not isinstance(exc, OperationalError):
+        return False
+    if exc.args and exc.args[0] in (MYSQL_DEADLOCK, MYSQL_LOCK_WAIT_TIMEOUT):
+        return True
+    return "locked" in str(exc)
 
 
 def retry_while_locked(
@@ -84,7 +97,8 @@ def retry_while_locked(
     give_up_after: float = 120.0,
     stopping: Callable[[], bool] | None = None,
 ) -> T:
-    """Run ``operation``, again after a pause while SQLite reports the database locked.
+    """Run ``operation``, again after a pause while SQLite reports the database locked (or
+    MariaDB a deadlock or a lock wait timeout: ``is_lock_error``).
 
     For the worker's own short writes, which hold no transaction open when they fail. Another
     database error, or a lock held longer than ``give_up_after`` seconds, is raised.

@@ -46,6 +46,21 @@ class DeadRows:
     vacuumed_ago: float | None
 
 
+@dataclass(frozen=True)
+class LockWait:
+    """A session of a worker waiting for a lock: what it waits for, how long, on what."""
+
+    application_name: str
+    #: The wait event, as "type/event" (PostgreSQL's ``wait_event_type``/``wait_event``).
+    wait: str
+    #: Seconds since the statement began.
+    seconds: float
+    #: The start of the statement that waits.
+    statement: str
+    #: The sessions that hold the lock it waits for (process ids).
+    blocked_by: tuple[int, ...] = ()
+
+
 class DatabaseReports:
     """The readers' SQL for one database, behind one interface."""
 
@@ -108,3 +123,57 @@ class DatabaseReports:
     def dead_rows(self, connection: BaseDatabaseWrapper, table: str) -> DeadRows | None:
         """``table``'s dead rows (``has_vacuum`` databases); None before any statistics."""
         raise NotImplementedError
+
+    def lock_waits(
+        self, connection: BaseDatabaseWrapper, application_names: Sequence[str]
+    ) -> list[LockWait]:
+        """The sessions named ``application_names`` (workers' own connections) waiting for a
+        lock now; empty where the database cannot tell (SQLite)."""
+        return []
+
+
+def nearest_rank_durations(
+    cursor: Any, source: str, params: Sequence[Any], percentiles: Sequence[int]
+) -> Durations:
+    """``DatabaseReports.durations`` without a percentile function: count, then read each
+    percentile's row (the nearest rank) in the database's order."""
+    cursor.execute(
+        f"SELECT count(duration), avg(duration), min(duration), max(duration) FROM {source}",
+        params,
+    )
+    count, average, shortest, longest = cursor.fetchone()
+    found = []
+    for percentile in percentiles if count else ():
+        rank = max(0, -(-percentile * count // 100) - 1)
+        cursor.execute(
+            f"SELECT duration FROM {source} WHERE duration IS NOT NULL "
+            "ORDER BY duration LIMIT 1 OFFSET %s",
+            [*params, rank],
+        )
+        found.append(cursor.fetchone()[0])
+    return Durations(
+        count,
+        None if average is None else float(average),
+        None if shortest is None else float(shortest),
+        None if longest is None else float(longest),
+        [float(value) for value in found],
+    )
+
+
+def union_of_slices(
+    connection: BaseDatabaseWrapper,
+    one_slice: str,
+    params: Sequence[Any],
+    lows: Sequence[datetime.datetime],
+    highs: Sequence[datetime.datetime],
+) -> tuple[str, list[Any]]:
+    """``DatabaseReports.slices_sql`` as a UNION ALL of one subquery per slice."""
+    parts = [
+        f"SELECT * FROM ({one_slice.format(low='%s', high='%s')}) AS slice{number}"
+        for number in range(len(lows))
+    ]
+    adapt = connection.ops.adapt_datetimefield_value
+    sample_params: list[Any] = []
+    for low, high in zip(lows, highs, strict=True):
+        sample_params += [*params, adapt(low), adapt(high)]
+    return " UNION ALL ".join(parts), sample_params

@@ -1,4 +1,5 @@
-"""Stopping a query that runs too long, on PostgreSQL and SQLite (the admin's search and count)."""
+"""Stopping a query that runs too long, on PostgreSQL, SQLite and MariaDB (the admin's search
+and count)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from django.db import OperationalError, connections, transaction
 
 # PostgreSQL's code for a statement cancelled by statement_timeout.
 QUERY_CANCELED = "57014"
+# MariaDB's error for a statement stopped by max_statement_time, and MySQL's by
+# max_execution_time.
+MARIADB_STATEMENT_TIMEOUT = 1969
+MYSQL_EXECUTION_TIMEOUT = 3024
 
 
 @contextmanager
@@ -19,7 +24,8 @@ def query_time_limit(using: str, seconds: float) -> Iterator[None]:
 
     PostgreSQL: ``statement_timeout`` for the length of a transaction (each query gets
     ``seconds``). SQLite: a progress handler that interrupts the running statement once
-    ``seconds`` have passed since entry. Other databases: no limit.
+    ``seconds`` have passed since entry. MariaDB: ``max_statement_time`` for the session
+    within the block; MySQL: ``max_execution_time`` (its SELECTs only).
     """
     connection = connections[using]
     if connection.vendor == "postgresql":
@@ -45,6 +51,22 @@ def query_time_limit(using: str, seconds: float) -> Iterator[None]:
             yield
         finally:
             raw.set_progress_handler(None, 0)
+    elif connection.vendor == "mysql":
+        mariadb = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        variable = "max_statement_time" if mariadb else "max_execution_time"
+        value = f"{seconds:.3f}" if mariadb else str(max(1, round(seconds * 1000)))
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT @@SESSION.{variable}")
+            previous = cursor.fetchone()[0]
+            cursor.execute(f"SET SESSION {variable} = {value}")
+        try:
+            yield
+        finally:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET SESSION {variable} = %s", [previous])
+            except OperationalError:
+                connection.close()
     else:
         yield
 
@@ -54,6 +76,9 @@ def is_time_limit(error: OperationalError) -> bool:
     cause = error.__cause__
     if isinstance(cause, sqlite3.OperationalError):
         return str(cause) == "interrupted"
+    args = getattr(cause, "args", ())
+    if args and args[0] in (MARIADB_STATEMENT_TIMEOUT, MYSQL_EXECUTION_TIMEOUT):
+        return True
     return getattr(cause, "sqlstate", None) == QUERY_CANCELED or (
         getattr(cause, "pgcode", None) == QUERY_CANCELED
     )

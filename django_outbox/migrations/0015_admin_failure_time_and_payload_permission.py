@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_outbox', '0014_stats_and_pruner_indexes'),
+        ('django_outbox', '0015_relay'),
     ]
 
     operations = [

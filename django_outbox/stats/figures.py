@@ -11,6 +11,7 @@ thousand, and says so (``estimated``).
 from __future__ import annotations
 
 import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.db import connections
@@ -92,7 +93,11 @@ def queue_stats(*, using: str | None = None, exact: bool = False) -> QueueStats:
 def _fetch(using: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
-        return list(cursor.fetchall())
+        # MariaDB's sum() of integers is a DECIMAL: figures are ints and floats everywhere.
+        return [
+            tuple(int(value) if isinstance(value, Decimal) else value for value in row)
+            for row in cursor.fetchall()
+        ]
 
 
 def processing_time_stats(

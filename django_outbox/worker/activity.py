@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import connections
 
+from ..db import queries_for
 from ..models import QueueActivity
 from .runner import Outcome
 
@@ -25,13 +26,9 @@ COLUMNS = {Outcome.SUCCEEDED: "succeeded", Outcome.RETRYING: "retried", Outcome.
 #: How long rows are kept: the dashboard shows the last day.
 KEEP_SECONDS = 2 * 86400
 
-# The same statement on PostgreSQL and SQLite (3.24 and later).
+# The counts of a (minute, queue) already written are added to, in each database's spelling.
 UPSERT_SQL = """
-INSERT INTO {table} (minute, queue, succeeded, retried, failed) VALUES {rows}
-ON CONFLICT (minute, queue) DO UPDATE SET
-    succeeded = {table}.succeeded + excluded.succeeded,
-    retried = {table}.retried + excluded.retried,
-    failed = {table}.failed + excluded.failed
+INSERT INTO {table} (minute, queue, succeeded, retried, failed) VALUES {rows} {adding}
 """
 
 
@@ -47,6 +44,11 @@ class ActivityCounter:
         if column is not None:
             with self._lock:
                 self._counts[int(time.time() // 60), queue, column] += 1
+
+    def has_counts(self) -> bool:
+        """Whether anything was counted since the last write."""
+        with self._lock:
+            return bool(self._counts)
 
     def write(self, using: str) -> int:
         """Add the counts to the table in one statement; return the rows written.
@@ -82,7 +84,11 @@ def _upsert(using: str, counts: Counter[tuple[int, str, str]]) -> None:
             columns["failed"],
         ]
     placeholders = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-    sql = UPSERT_SQL.format(table=QueueActivity._meta.db_table, rows=placeholders)
+    table = QueueActivity._meta.db_table
+    adding = queries_for(connection).on_conflict_add(
+        table, ("minute", "queue"), ("succeeded", "retried", "failed")
+    )
+    sql = UPSERT_SQL.format(table=table, rows=placeholders, adding=adding)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
 

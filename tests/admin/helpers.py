@@ -78,9 +78,12 @@ def sent_messages(response):
 
 
 def queries_on_jobs(captured):
-    """Return the SQL of the captured queries that read the job table."""
+    """Return the SQL of the captured queries that read the job table, names in double
+    quotes (as PostgreSQL and SQLite quote them; MariaDB's backticks replaced)."""
     return [
-        query["sql"] for query in captured.captured_queries if "django_outbox_job" in query["sql"]
+        query["sql"].replace("`", '"')
+        for query in captured.captured_queries
+        if "django_outbox_job" in query["sql"]
     ]
 
 

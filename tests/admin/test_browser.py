@@ -31,7 +31,7 @@ try:
     from selenium.webdriver.support.select import Select
     from selenium.webdriver.support.wait import WebDriverWait
 except ImportError:  # pragma: no cover - the dev extra installs it
-    MISSING.append("selenium (pip install -e .[dev])")
+    MISSING.append("selenium (pip install --group dev)")
 
 #: How long the browser waits for an element to appear.
 WAIT_SECONDS = 10

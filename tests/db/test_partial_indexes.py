@@ -11,6 +11,7 @@ from django.utils import timezone
 from django_outbox.db.partial_indexes import index_condition
 from django_outbox.jobs.transitions import prune_finished
 from django_outbox.models import Job, JobStatus
+from tests.db.plans import mariadb_plan
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,6 +24,8 @@ def plan_of(sql: str) -> str:
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute(f"EXPLAIN {sql}")
             return "\n".join(row[0] for row in cursor.fetchall())
+        if connection.vendor == "mysql":
+            return mariadb_plan(cursor, sql)
         cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
         return "\n".join(str(row[-1]) for row in cursor.fetchall())
 
@@ -47,6 +50,9 @@ def test_the_pruners_reads_go_along_the_finished_indexes():
         selects, ["outbox_job_finished", "outbox_job_finished_parents"], strict=True
     ):
         plan = plan_of(select)
+        if connection.vendor == "mysql":
+            # Either composite index serves either read (has_dependents leads the second).
+            index = "outbox_job_finished(_parents)?"
         assert re.search(rf"\b{index}\b", plan), plan
         assert "SCAN django_outbox_job" not in plan
         assert "Seq Scan" not in plan

@@ -60,7 +60,17 @@ def test_mark_many_succeeded_marks_a_batch_in_one_statement():
     with statements_on(connections["default"]) as statements:
         marked = mark_many_succeeded(jobs, "default")
 
-    assert len(statements) == 1, statements
+    if connection.vendor == "mysql":
+        # No UPDATE ... RETURNING: the rows whose lease holds are read first, locked, in the
+        # same short transaction.
+        assert [statement.split()[0] for statement in statements] == [
+            "START",
+            "SELECT",
+            "UPDATE",
+            "COMMIT",
+        ], statements
+    else:
+        assert len(statements) == 1, statements
     assert marked == {job.pk for job in enqueued}
     rows = Job.objects.filter(pk__in=marked)
     assert set(rows.values_list("status", "lease_token", "lease_expires_at", "attempts")) == {

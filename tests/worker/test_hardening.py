@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -60,6 +61,8 @@ def test_prepared_statements_errors_reach_callers_as_django_database_errors(prep
 
 def terminate_other_backends() -> int:
     """Kill every other session on the test database, as a restart or an operator would."""
+    if connection.vendor == "mysql":
+        return kill_other_connections()
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -93,9 +96,49 @@ def test_the_worker_outlives_its_backends_being_terminated(
     assert "works again" in caplog.text
 
 
+def kill_other_connections() -> int:
+    """MariaDB: ``KILL`` every other connection to the test database."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM information_schema.PROCESSLIST "
+            "WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        for thread_id in ids:
+            with contextlib.suppress(DatabaseError):  # It ended meanwhile.
+                cursor.execute(f"KILL {int(thread_id)}")
+    return len(ids)
+
+
+def test_the_worker_outlives_its_mariadb_connections_being_killed(worker_thread, caplog):
+    """``KILL <id>`` ends a connection mid-claim, mid-handler or mid-completion: mysqlclient
+    reports "server has gone away" or "Lost connection" on its next statement."""
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB's KILL")
+    caplog.set_level(logging.INFO, logger="django_outbox")
+    worker = worker_thread(concurrency=2, prefetch=4)
+    tasks.noop.enqueue_many([{}] * 20)
+    tasks.noop_non_atomic.enqueue_many([{}] * 20)
+    wait_until(lambda: Job.objects.succeeded().count() == 40, timeout=20, what="first jobs")
+
+    for _ in range(3):
+        assert kill_other_connections() > 0
+        time.sleep(0.3)
+    tasks.noop.enqueue_many([{}] * 20)
+    tasks.noop_non_atomic.enqueue_many([{}] * 20)
+
+    wait_until(lambda: Job.objects.succeeded().count() == 80, timeout=30, what="later jobs")
+    assert not worker.stopping
+    errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert len(errors) < 15, [record.getMessage() for record in errors]
+    assert "works again" in caplog.text
+
+
 @pytest.fixture
 def short_busy_timeout() -> Iterator[None]:
     """SQLite connections give up waiting for the write lock after 0.2 s."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's single write lock")
     options = connection.settings_dict.setdefault("OPTIONS", {})
     before = options.get("timeout")
     options["timeout"] = 0.2

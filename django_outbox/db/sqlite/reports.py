@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..reports import DatabaseReports, Durations
+from ..reports import DatabaseReports, Durations, nearest_rank_durations, union_of_slices
 
 
 class SQLiteReports(DatabaseReports):
@@ -24,23 +24,8 @@ class SQLiteReports(DatabaseReports):
     def durations(
         self, cursor: Any, source: str, params: Sequence[Any], percentiles: Sequence[int]
     ) -> Durations:
-        # SQLite has no percentile function: count, then read each percentile's row (the
-        # nearest rank) in the database's order.
-        cursor.execute(
-            f"SELECT count(duration), avg(duration), min(duration), max(duration) FROM {source}",
-            params,
-        )
-        count, average, shortest, longest = cursor.fetchone()
-        found = []
-        for percentile in percentiles if count else ():
-            rank = max(0, -(-percentile * count // 100) - 1)
-            cursor.execute(
-                f"SELECT duration FROM {source} WHERE duration IS NOT NULL "
-                "ORDER BY duration LIMIT 1 OFFSET %s",
-                [*params, rank],
-            )
-            found.append(cursor.fetchone()[0])
-        return Durations(count, average, shortest, longest, found)
+        # SQLite has no percentile function.
+        return nearest_rank_durations(cursor, source, params, percentiles)
 
     def slices_sql(
         self,
@@ -50,15 +35,7 @@ class SQLiteReports(DatabaseReports):
         lows: Sequence[datetime.datetime],
         highs: Sequence[datetime.datetime],
     ) -> tuple[str, list[Any]]:
-        parts = [
-            f"SELECT * FROM ({one_slice.format(low='%s', high='%s')}) AS slice{number}"
-            for number in range(len(lows))
-        ]
-        adapt = connection.ops.adapt_datetimefield_value
-        sample_params: list[Any] = []
-        for low, high in zip(lows, highs, strict=True):
-            sample_params += [*params, adapt(low), adapt(high)]
-        return " UNION ALL ".join(parts), sample_params
+        return union_of_slices(connection, one_slice, params, lows, highs)
 
 
 reports = SQLiteReports()

@@ -92,8 +92,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         vendor = connections[using()].vendor
-        if vendor not in ("postgresql", "sqlite"):
-            raise CommandError(f"outbox_bench supports PostgreSQL and SQLite, not {vendor}.")
+        if vendor not in ("postgresql", "sqlite", "mysql"):
+            raise CommandError(
+                f"outbox_bench supports PostgreSQL, SQLite and MariaDB, not {vendor}."
+            )
         parts = tuple(
             part
             for part in PARTS

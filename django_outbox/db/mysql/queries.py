@@ -1,0 +1,534 @@
+"""MariaDB (10.6+) and MySQL (8+): claims with FOR UPDATE SKIP LOCKED, in two statements.
+
+Neither database has UPDATE ... RETURNING, partial indexes or LISTEN. So a claim is a short
+transaction: a locking read of the candidates (SKIP LOCKED: concurrent claimers pass over each
+other's rows), then an UPDATE of those rows by primary key, then COMMIT. The claims read the
+indexes migration 0015 builds on the generated column ``claim_lane`` (1: a claimable job that
+is not fair, 2: a claimable fair job), which hold the claimable jobs first, in the claims'
+order. Workers poll: no enqueue wakes a worker of another process.
+
+Times are the database's clock in UTC (``UTC_TIMESTAMP(6)``), as Django stores datetimes on
+these databases with ``USE_TZ``: never the session's time zone, which ``NOW()`` would follow.
+
+The queue needs READ COMMITTED (Django's default on these databases): each statement reads
+what is committed when it starts, so an enqueuer that waited for another sees its job, and a
+claim's checks of lock keys and dependencies see the latest state. A system check refuses
+other isolation levels (see ``checks``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning
+from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from ...claimed import ClaimedJob
+from ...models import Job, JobDependency, JobStatus
+from ..base import ClaimKind, DatabaseQueries, InsertedJobs, Result
+from ..fair_rounds import rounds_params, served_round
+from ..rows import CLAIMS, DEPENDENCY_CONDITION
+
+TABLE = Job._meta.db_table
+#: The database's clock, in UTC as Django stores datetimes here.
+NOW = "UTC_TIMESTAMP(6)"
+#: The oldest servers supported: FOR UPDATE SKIP LOCKED came with MariaDB 10.6 and MySQL 8.0.
+MARIADB_OLDEST = (10, 6)
+MYSQL_OLDEST = (8, 0)
+#: The generated column's lanes (migration 0015).
+PLAIN_LANE = 1
+FAIR_LANE = 2
+#: The rows enqueuers lock to wait for each other (migration 0015), keys hashed into them.
+ENQUEUE_LOCK_TABLE = "django_outbox_enqueue_lock"
+ENQUEUE_LOCK_SLOTS = 4096
+
+#: What a claim reads of each candidate, besides what it writes.
+PICKED_COLUMNS = (
+    "id, task_name, queue, payload, attempts, max_attempts, priority, resume_data, context"
+)
+
+# The candidates, locked; rows other claimers hold are skipped, not waited for. The lane is
+# the claim kind's (the first column of every claim index); the queue filter follows it, so
+# that a worker of given queues reads the index of (lane, queue, order).
+PICK_SQL = f"""
+SELECT {PICKED_COLUMNS}
+FROM {TABLE} AS candidate {{index_hint}}
+WHERE claim_lane = {{lane}} AND run_at <= {NOW}
+  {{queue_filter}}{{pick}}
+ORDER BY {{order}}
+LIMIT %s
+FOR UPDATE SKIP LOCKED
+"""
+
+# The rows picked, by primary key. max_attempts first: MySQL assigns left to right, and each
+# assignment sees the ones before it. A row made claimable with its attempts used up gets one
+# more attempt rather than failing the claim on the attempts-within-max constraint.
+CLAIM_UPDATE_SQL = f"""
+UPDATE {TABLE}
+SET max_attempts = GREATEST(max_attempts, attempts + 1),
+    attempts = attempts + 1,
+    status = '{JobStatus.RUNNING}',
+    lease_token = CASE id {{tokens}} END,
+    lease_expires_at = {NOW} + INTERVAL %s MICROSECOND,
+    worker_id = %s,
+    started_at = {NOW},
+    finished_at = NULL
+WHERE id IN ({{ids}})
+"""
+
+# Whether fair jobs are due (every other claim is full here).
+FAIR_WAITING_SQL = f"""
+SELECT 1 FROM {TABLE}
+WHERE claim_lane = {FAIR_LANE} AND run_at <= {NOW} {{queue_filter}}
+LIMIT 1
+"""
+
+SUCCEEDED_SET = f"""
+SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
+    lease_expires_at = NULL
+"""
+
+MARK_SUCCEEDED_SQL = f"""
+UPDATE {TABLE} {SUCCEEDED_SET}
+WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
+"""
+
+# A batch: the rows whose lease still holds are read (locked) first, for want of RETURNING.
+HELD_LEASES_SQL = f"""
+SELECT id, lease_token FROM {TABLE}
+WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}'
+FOR UPDATE
+"""
+MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})"
+
+# One job, as the ORM's save() would insert it, for a fraction of its Python; times are the
+# database's clock in UTC (a column's default, CURRENT_TIMESTAMP, is the session's time zone).
+INSERT_COLUMNS = """task_name, queue, payload, status, priority, run_at, attempts, max_attempts,
+    worker_id, enqueued_at, last_error, last_traceback, errors, unique_key, context, lock_key,
+    has_dependencies, fair_key, fair_round"""
+INSERT_ROW = f"""(%s, %s, %s, '{JobStatus.READY}', %s, COALESCE(%s, {NOW}), 0, %s, '', {NOW},
+    '', '', '[]', %s, %s, %s, %s, %s, %s)"""
+INSERT_JOB_SQL = f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {INSERT_ROW}"
+#: MariaDB returns what the row got; MySQL reads it back by the id.
+RETURNING = " RETURNING id, run_at, enqueued_at"
+INSERTED_SQL = f"SELECT id, run_at, enqueued_at FROM {TABLE} WHERE id = %s"
+
+# The fair rounds' four looks (``fair_rounds.ROUNDS_SQL``), along the claim lane's indexes:
+# MariaDB cannot tell that ``status IN (...) AND fair_key IS NOT NULL`` is ``claim_lane = 2``.
+ROUNDS_SQL = f"""
+SELECT
+    (SELECT MAX(fair_round) FROM {TABLE}
+     WHERE status = '{JobStatus.RUNNING}' AND queue = %s AND fair_key IS NOT NULL) AS running,
+    (SELECT fair_round FROM {TABLE}
+     WHERE claim_lane = {FAIR_LANE} AND queue = %s AND run_at <= {NOW}
+     ORDER BY fair_round LIMIT 1) AS next_due,
+    (SELECT MAX(fair_round) FROM {TABLE}
+     WHERE claim_lane = {FAIR_LANE} AND queue = %s) AS last_waiting,
+    (SELECT MAX(fair_round) FROM {TABLE}
+     WHERE claim_lane = {FAIR_LANE} AND queue = %s AND fair_key = %s) AS key_last
+"""
+
+
+def claim_index_hint(kind: ClaimKind, queues: int) -> str:
+    """The index a claim reads its candidates along, in its order, stopping at its limit.
+
+    Named, not left to the optimizer: MariaDB's estimates of a LIMIT read of a few thousand
+    due jobs vary with the table's statistics, and its other choices sort every due job at
+    each claim (an index led by the lane and the due time), or read all of another queue's
+    backlog to find the worker's (the index of every queue, for a worker of one). A worker of
+    several queues is left to the optimizer: each index of a queue is read in order, not the
+    union of them.
+    """
+    fair = kind is ClaimKind.FAIR
+    if queues == 0:
+        return f"FORCE INDEX ({'outbox_job_fair_any' if fair else 'outbox_job_claim_any'})"
+    if queues == 1:
+        return f"FORCE INDEX ({'outbox_job_fair_queue' if fair else 'outbox_job_claim_queue'})"
+    return ""
+
+
+#: The claim's checks of a candidate, each along the index of its lookup (MariaDB may read a
+#: key's line along the status instead).
+LOOKUP_HINTS = {
+    f"{JobDependency._meta.db_table} AS dependency": "FORCE INDEX (outbox_dependency_once)",
+    f"{TABLE} AS ahead": "FORCE INDEX (outbox_job_lock_line)",
+}
+#: The dependency check as a count, not NOT EXISTS: MariaDB turns ``NOT EXISTS (... WHERE
+#: dependency.job_id = candidate.id ...)`` into ``candidate.id NOT IN (...)`` (exists_to_in),
+#: and then reads the whole dependency table for each dependent candidate (1,000 entries per
+#: candidate at 1,000 dependencies). A scalar subquery stays a lookup by the job's id.
+DEPENDENCY_COUNTED = DEPENDENCY_CONDITION.replace(
+    "NOT EXISTS (\n          SELECT 1 FROM", "0 = (\n          SELECT count(*) FROM"
+)
+assert DEPENDENCY_COUNTED != DEPENDENCY_CONDITION, "rows.DEPENDENCY_CONDITION changed"
+
+
+def with_lookup_hints(pick: str) -> str:
+    """A claim's conditions (``rows.CLAIMS``) as MariaDB reads them best: the dependency
+    check counted, and the indexes of the lookups named."""
+    pick = pick.replace(DEPENDENCY_CONDITION, DEPENDENCY_COUNTED)
+    for table, hint in LOOKUP_HINTS.items():
+        pick = pick.replace(table, f"{table} {hint}")
+    return pick
+
+
+def enqueue_lock_slot(key: str) -> int:
+    """The row of ``ENQUEUE_LOCK_TABLE`` that enqueuers of ``key`` lock; two keys that share
+    one only wait for each other."""
+    return zlib.crc32(key.encode()) % ENQUEUE_LOCK_SLOTS
+
+
+class MySQLQueries(DatabaseQueries):
+    vendor: ClassVar[str] = "mysql"
+    placeholder: ClassVar[str] = "%s"
+    due_by: ClassVar[str] = NOW
+
+    def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
+        # Django's cursor: mysqlclient has no server-side prepared statements to gain from.
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount, list(cursor.fetchall()) if cursor.description else []
+
+    def runs_on_django_cursor(self, connection: BaseDatabaseWrapper) -> bool:
+        return True
+
+    @contextmanager
+    def _short_transaction(self, connection: BaseDatabaseWrapper) -> Iterator[None]:
+        """A transaction for a claim's or a batch's statements.
+
+        Outside Django's ``atomic`` (a worker's own connection), a plain START TRANSACTION and
+        COMMIT: ``atomic`` would also switch autocommit off and on again, two more round trips
+        per claim. Inside one, a savepoint.
+        """
+        if connection.in_atomic_block:
+            with transaction.atomic(using=connection.alias):
+                yield
+            return
+        self.execute(connection, "START TRANSACTION", ())
+        try:
+            yield
+        except BaseException:
+            try:
+                self.execute(connection, "ROLLBACK", ())
+            except DatabaseError:
+                # A broken connection rolled back with it; Django replaces it.
+                connection.close()
+            raise
+        self.execute(connection, "COMMIT", ())
+
+    def _token_value(self, connection: BaseDatabaseWrapper, token: uuid.UUID) -> Any:
+        """``token`` as the lease_token column stores it: MariaDB 10.7+ has a UUID type,
+        earlier versions and MySQL a CHAR(32) of hex digits."""
+        return str(token) if connection.features.has_native_uuid_field else token.hex
+
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        lease_seconds: float,
+        paused_retries: Sequence[str] = (),
+        kind: ClaimKind = ClaimKind.FULL,
+    ) -> list[ClaimedJob]:
+        # Never plain: the full claim's conditions cost nothing for a job without a lock key
+        # or dependencies, and a plain claim would need an index of its own.
+        pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
+        pick = with_lookup_hints(pick)
+        lane = FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE
+        queues = list(queues or ())
+        paused = list(paused_retries)
+        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+        if paused:
+            queue_filter += (
+                f" AND NOT (status = '{JobStatus.RETRYING}' "
+                f"AND queue IN ({', '.join(['%s'] * len(paused))}))"
+            )
+        sql = PICK_SQL.format(
+            lane=lane,
+            queue_filter=queue_filter,
+            pick=pick,
+            order=order,
+            index_hint=claim_index_hint(kind, len(queues)),
+        )
+        with self._short_transaction(connection):
+            _, rows = self.execute(connection, sql, [*queues, *paused, limit])
+            if not rows:
+                return []
+            tokens = {row[0]: uuid.uuid4() for row in rows}
+            ids = ", ".join(str(int(job_id)) for job_id in tokens)
+            update = CLAIM_UPDATE_SQL.format(
+                tokens=" ".join(["WHEN %s THEN %s"] * len(tokens)), ids=ids
+            )
+            params: list[Any] = []
+            for job_id, token in tokens.items():
+                params += [job_id, self._token_value(connection, token)]
+            params += [round(lease_seconds * 1_000_000), worker_id]
+            self.execute(connection, update, params)
+        jobs = []
+        for (
+            job_id,
+            task_name,
+            queue,
+            payload,
+            attempts,
+            max_attempts,
+            priority,
+            resumed,
+            context,
+        ) in rows:
+            jobs.append(
+                ClaimedJob(
+                    id=job_id,
+                    task_name=task_name,
+                    queue=queue,
+                    stored_payload=payload,
+                    attempts=attempts + 1,
+                    max_attempts=max(max_attempts, attempts + 1),
+                    priority=priority,
+                    lease_token=tokens[job_id],
+                    worker_id=worker_id,
+                    stored_resume_data=resumed,
+                    stored_context=context,
+                )
+            )
+        jobs.sort(key=lambda job: (-job.priority, job.id))
+        return jobs
+
+    def waiting_kinds(
+        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+    ) -> set[ClaimKind]:
+        queues = list(queues or ())
+        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+        _, rows = self.execute(
+            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queues
+        )
+        return {ClaimKind.FAIR} if rows else set()
+
+    def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
+        rowcount, _ = self.execute(
+            connection, MARK_SUCCEEDED_SQL, [job.id, self._token_value(connection, job.lease_token)]
+        )
+        return rowcount == 1
+
+    def mark_many_succeeded(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
+    ) -> set[int]:
+        if not jobs:
+            return set()
+        tokens = {job.id: job.lease_token for job in jobs}
+        ids = ", ".join(str(int(job_id)) for job_id in tokens)
+        with self._short_transaction(connection):
+            _, rows = self.execute(connection, HELD_LEASES_SQL.format(ids=ids), ())
+            held = {
+                job_id
+                for job_id, token in rows
+                if token is not None and _as_uuid(token) == tokens[job_id]
+            }
+            if held:
+                self.execute(
+                    connection,
+                    MARK_MANY_SUCCEEDED_SQL.format(ids=", ".join(str(job_id) for job_id in held)),
+                    (),
+                )
+        return held
+
+    def first_fair_round(self, connection: BaseDatabaseWrapper, queue: str, key: str) -> int:
+        _, rows = self.execute(connection, ROUNDS_SQL, rounds_params(queue, key))
+        return served_round(*rows[0])
+
+    def serialize_enqueuers(self, connection: BaseDatabaseWrapper, key: str) -> None:
+        # A row lock, held until the transaction ends; the reads that follow (READ COMMITTED)
+        # see every job the transactions that held it before committed.
+        self.execute(
+            connection,
+            f"SELECT slot FROM {ENQUEUE_LOCK_TABLE} WHERE slot = %s FOR UPDATE",
+            [enqueue_lock_slot(key)],
+        )
+
+    def _row_params(self, job: Job, payload: Any, fair_round: int | None) -> list[Any]:
+        """One row's values for ``INSERT_ROW``."""
+        run_at = job.run_at if isinstance(job.run_at, datetime.datetime) else None
+        if run_at is not None and settings.USE_TZ:
+            run_at = timezone.make_naive(run_at, datetime.timezone.utc)
+        return [
+            job.task_name,
+            job.queue,
+            None if payload is None else json.dumps(payload),
+            job.priority,
+            run_at,
+            job.max_attempts,
+            job.unique_key,
+            None if job.context is None else json.dumps(job.context),
+            job.lock_key,
+            job.has_dependencies,
+            job.fair_key,
+            fair_round,
+        ]
+
+    def _stored_time(self, value: datetime.datetime) -> datetime.datetime:
+        return timezone.make_aware(value, datetime.timezone.utc) if settings.USE_TZ else value
+
+    def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
+        if job.fair_key is not None and job.fair_round is None:
+            job.fair_round = self.first_fair_round(connection, job.queue, job.fair_key)
+        params = self._row_params(job, job.payload, job.fair_round)
+        mariadb: bool = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        # Django's cursor: this runs in the caller's transaction, as the ORM's writes do.
+        with connection.cursor() as cursor:
+            if mariadb:
+                cursor.execute(INSERT_JOB_SQL + RETURNING, params)
+            else:
+                cursor.execute(INSERT_JOB_SQL, params)
+                cursor.execute(INSERTED_SQL, [cursor.lastrowid])
+            job_id, run_at, enqueued_at = cursor.fetchone()
+        job.id = job_id
+        job.run_at = self._stored_time(run_at)
+        job.enqueued_at = self._stored_time(enqueued_at)
+        job._state.adding = False
+        job._state.db = connection.alias
+
+    def insert_jobs(
+        self, connection: BaseDatabaseWrapper, template: Job, payloads: Sequence[Any]
+    ) -> InsertedJobs:
+        rows: list[Any] = []
+        for position, payload in enumerate(payloads):
+            fair_round = None if template.fair_round is None else template.fair_round + position
+            rows += self._row_params(template, payload, fair_round)
+        sql = f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES " + ", ".join(
+            [INSERT_ROW] * len(payloads)
+        )
+        mariadb: bool = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        # Every row's enqueued_at is the statement's time (UTC_TIMESTAMP is read once per
+        # statement).
+        with connection.cursor() as cursor:
+            if mariadb:
+                # The rows come back in the order they were inserted.
+                cursor.execute(sql + " RETURNING id, enqueued_at", rows)
+                returned = cursor.fetchall()
+                ids = [row[0] for row in returned]
+                enqueued_at = returned[0][1]
+            else:
+                # The ids of one multi-row INSERT are consecutive (one step apart), from the
+                # first.
+                cursor.execute(sql, rows)
+                first = cursor.lastrowid
+                cursor.execute(
+                    f"SELECT enqueued_at, @@SESSION.auto_increment_increment FROM {TABLE} "
+                    "WHERE id = %s",
+                    [first],
+                )
+                enqueued_at, step = cursor.fetchone()
+                ids = list(range(first, first + len(payloads) * step, step))
+        return InsertedJobs(ids, enqueued_at=self._stored_time(enqueued_at))
+
+    def on_conflict_add(self, table: str, keys: Sequence[str], added: Sequence[str]) -> str:
+        # On any unique key's conflict: the table's is (keys).
+        sums = ", ".join(f"{column} = {column} + VALUES({column})" for column in added)
+        return f"ON DUPLICATE KEY UPDATE {sums}"
+
+    def compatibility_problems(self, connection: BaseDatabaseWrapper) -> list[CheckMessage]:
+        mariadb: bool = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        version: tuple[int, ...] = connection.mysql_version  # type: ignore[attr-defined]
+        name = "MariaDB" if mariadb else "MySQL"
+        shown = ".".join(map(str, version))
+        if version < (MARIADB_OLDEST if mariadb else MYSQL_OLDEST):
+            oldest = ".".join(map(str, MARIADB_OLDEST if mariadb else MYSQL_OLDEST))
+            return [
+                Error(
+                    f"django-outbox needs {name} {oldest} or later; database "
+                    f"{connection.alias!r} is {name} {shown}.",
+                    hint="Claims need FOR UPDATE SKIP LOCKED (MariaDB 10.6, MySQL 8.0) and "
+                    "enqueues INSERT ... RETURNING (MariaDB). Upgrade the server, or use "
+                    "PostgreSQL or SQLite.",
+                    id="django_outbox.E040",
+                )
+            ]
+        problems: list[CheckMessage] = []
+        _, rows = self.execute(
+            connection,
+            "SELECT @@SESSION.transaction_isolation, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())"
+            if not mariadb or version >= (11, 1)
+            else "SELECT @@SESSION.tx_isolation, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())",
+            (),
+        )
+        isolation, offset = rows[0]
+        if isolation != "READ-COMMITTED":
+            problems.append(
+                Error(
+                    f"django-outbox needs the READ COMMITTED isolation level; database "
+                    f"{connection.alias!r} ({name}) runs transactions at {isolation}.",
+                    hint='Remove "isolation_level" from the database\'s OPTIONS (Django '
+                    'defaults to READ COMMITTED), or set "OPTIONS": {"isolation_level": '
+                    '"read committed"}. Under REPEATABLE READ an enqueuer that waited for '
+                    "another would not see its job (two jobs with one unique key), and gap "
+                    "locks make claims deadlock.",
+                    id="django_outbox.E041",
+                )
+            )
+        if settings.USE_TZ and offset:
+            problems.append(
+                Warning(
+                    f"Database {connection.alias!r} ({name}) has the session time zone "
+                    f"{offset:+d} seconds from UTC: column defaults and Now() write local time, "
+                    "where Django and the queue's claims read UTC.",
+                    hint='Set "OPTIONS": {"init_command": "SET time_zone = \'+00:00\'"} '
+                    "(or the server's default_time_zone to '+00:00').",
+                    id="django_outbox.W040",
+                )
+            )
+        if mariadb and version < (10, 8):
+            problems.append(
+                Warning(
+                    f"Database {connection.alias!r} is MariaDB {shown}, which builds "
+                    "descending index columns ascending: each claim sorts the due jobs "
+                    "instead of reading them in order from the claim index.",
+                    hint="MariaDB 10.8 or later claims along the index, however long the backlog.",
+                    id="django_outbox.W041",
+                )
+            )
+        return problems
+
+    def on_database_clock(self, when: datetime.datetime) -> datetime.datetime:
+        """The claim compares ``run_at`` with UTC: without ``USE_TZ``, ``when`` is naive local
+        time (``TIME_ZONE``), which would end a delay early or late by the zone's offset."""
+        if settings.USE_TZ:
+            return when
+        local = timezone.make_aware(when, timezone.get_default_timezone())
+        return timezone.make_naive(local, datetime.timezone.utc)
+
+    def write_transaction(self, connection: BaseDatabaseWrapper) -> Any:
+        """A plain transaction: row locks (SELECT ... FOR UPDATE) serialize what must be."""
+        return transaction.atomic(using=connection.alias)
+
+    @contextmanager
+    def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+        """Wait at most ``seconds`` (whole, at least one) for row locks within the block."""
+        _, rows = self.execute(connection, "SELECT @@SESSION.innodb_lock_wait_timeout", ())
+        configured = int(rows[0][0])
+        wanted = max(1, min(configured, round(seconds)))
+        self.execute(connection, f"SET SESSION innodb_lock_wait_timeout = {wanted}", ())
+        try:
+            yield
+        finally:
+            try:
+                self.execute(connection, f"SET SESSION innodb_lock_wait_timeout = {configured}", ())
+            except DatabaseError:
+                # A broken connection is replaced, and a new one has the server's default.
+                connection.close()
+
+
+def _as_uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+queries = MySQLQueries()
