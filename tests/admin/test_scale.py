@@ -430,7 +430,9 @@ class TestPlansAtScale:
         ordering = Ordering.of(cl.queryset)
         assert ordering is not None
         first = cl.queryset
-        following = cl.queryset.filter(ordering.after(Cursor.decode(after)))
+        cursor = Cursor.decode(after)
+        assert cursor is not None
+        following = cl.queryset.filter(ordering.after(cursor))
         for queryset in (first, following):
             nodes = plan_nodes(queryset[: JobAdmin.list_per_page + 1])
             kinds = [kind for kind, _ in nodes]
