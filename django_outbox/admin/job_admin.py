@@ -516,7 +516,9 @@ class JobAdmin(JobModelAdmin):
             queryset = queryset.exclude(status=JobStatus.RUNNING)
             if not queryset.exists():
                 return None
-        return delete_selected(self, request, queryset)
+        # Django's action loads every job it deletes (to count them and to log each): the
+        # columns its log entry names, not the rest.
+        return delete_selected(self, request, queryset.only("pk", "task_name", "status"))
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
