@@ -34,8 +34,9 @@ from django.utils import timezone
 
 from ...claimed import ClaimedJob
 from ...models import Job, JobDependency, JobStatus
-from ..base import ClaimKind, DatabaseQueries, InsertedJobs, Result
+from ..base import ClaimKind, DatabaseQueries, HeldBack, InsertedJobs, LimitedCandidate, Result
 from ..fair_rounds import rounds_params, served_round
+from ..limited import limited_candidates
 from ..rows import CLAIMS, DEPENDENCY_CONDITION
 
 TABLE = Job._meta.db_table
@@ -85,6 +86,22 @@ SET max_attempts = GREATEST(max_attempts, attempts + 1),
 WHERE id IN ({{ids}})
 """
 
+# The limited claim's last step: the jobs it chose, by id, if still runnable (in either lane:
+# a limited job is in the lanes as any other, and the other claims pass over it).
+CHOSEN_PICK_SQL = f"""
+SELECT {PICKED_COLUMNS}
+FROM {TABLE} AS candidate
+WHERE id IN ({{ids}}) AND claim_lane IS NOT NULL AND run_at <= {NOW}
+FOR UPDATE SKIP LOCKED
+"""
+
+# Whether limited jobs are due.
+LIMITED_WAITING_SQL = f"""
+SELECT 1 FROM {TABLE}
+WHERE claim_lane IS NOT NULL AND run_at <= {NOW} AND limit_key IS NOT NULL {{queue_filter}}
+LIMIT 1
+"""
+
 # Whether fair jobs are due (every other claim is full here).
 FAIR_WAITING_SQL = f"""
 SELECT 1 FROM {TABLE}
@@ -117,9 +134,9 @@ MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})
 # database's clock in UTC (a column's default, CURRENT_TIMESTAMP, is the session's time zone).
 INSERT_COLUMNS = """task_name, queue, payload, status, priority, run_at, attempts, max_attempts,
     worker_id, enqueued_at, last_error, last_traceback, errors, unique_key, context, lock_key,
-    has_dependencies, fair_key, fair_round"""
+    has_dependencies, fair_key, limit_key, fair_round"""
 INSERT_ROW = f"""(%s, %s, %s, '{JobStatus.READY}', %s, COALESCE(%s, {NOW}), 0, %s, '', {NOW},
-    '', '', '[]', %s, %s, %s, %s, %s, %s)"""
+    '', '', '[]', %s, %s, %s, %s, %s, %s, %s)"""
 INSERT_JOB_SQL = f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {INSERT_ROW}"
 #: MariaDB returns what the row got; MySQL reads it back by the id.
 RETURNING = " RETURNING id, run_at, enqueued_at"
@@ -264,8 +281,48 @@ class MySQLQueries(DatabaseQueries):
             order=order,
             index_hint=claim_index_hint(kind, len(queues)),
         )
+        return self._claim_picked(
+            connection, worker_id, sql, [*queue_params, *paused, limit], lease_seconds
+        )
+
+    def claim_chosen(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        ids: Sequence[int],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        sql = CHOSEN_PICK_SQL.format(ids=", ".join(["%s"] * len(ids)))
+        return self._claim_picked(connection, worker_id, sql, list(ids), lease_seconds)
+
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        excluded_queues: Sequence[str] = (),
+    ) -> list[LimitedCandidate]:
+        return limited_candidates(
+            self, connection, queues, paused_retries, held_back, limit, excluded_queues
+        )
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        _, rows = self.execute(connection, "SELECT UNIX_TIMESTAMP(NOW(6))", ())
+        return float(rows[0][0])
+
+    def _claim_picked(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        sql: str,
+        params: list[Any],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        """Claim the rows ``sql`` picks (and locks): a new lease each, in one UPDATE."""
         with self._short_transaction(connection):
-            _, rows = self.execute(connection, sql, [*queue_params, *paused, limit])
+            _, rows = self.execute(connection, sql, params)
             if not rows:
                 return []
             tokens = {row[0]: uuid.uuid4() for row in rows}
@@ -273,11 +330,11 @@ class MySQLQueries(DatabaseQueries):
             update = CLAIM_UPDATE_SQL.format(
                 tokens=" ".join(["WHEN %s THEN %s"] * len(tokens)), ids=ids
             )
-            params: list[Any] = []
+            update_params: list[Any] = []
             for job_id, token in tokens.items():
-                params += [job_id, self._token_value(connection, token)]
-            params += [round(lease_seconds * 1_000_000), worker_id]
-            self.execute(connection, update, params)
+                update_params += [job_id, self._token_value(connection, token)]
+            update_params += [round(lease_seconds * 1_000_000), worker_id]
+            self.execute(connection, update, update_params)
         jobs = []
         for (
             job_id,
@@ -315,10 +372,18 @@ class MySQLQueries(DatabaseQueries):
         excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
         queue_filter, queue_params = _queue_filter(queues, excluded_queues)
+        waiting = set()
         _, rows = self.execute(
             connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queue_params
         )
-        return {ClaimKind.FAIR} if rows else set()
+        if rows:
+            waiting.add(ClaimKind.FAIR)
+        _, rows = self.execute(
+            connection, LIMITED_WAITING_SQL.format(queue_filter=queue_filter), queue_params
+        )
+        if rows:
+            waiting.add(ClaimKind.LIMITED)
+        return waiting
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         rowcount, _ = self.execute(
@@ -378,6 +443,7 @@ class MySQLQueries(DatabaseQueries):
             job.lock_key,
             job.has_dependencies,
             job.fair_key,
+            job.limit_key,
             fair_round,
         ]
 
