@@ -6,6 +6,10 @@ Run from ``example_project/`` with ``bench/`` on the path::
 """
 
 from example.settings import *  # noqa: F403
-from example.settings import INSTALLED_APPS
+from example.settings import INSTALLED_APPS, OUTBOX
+
+# No relay thread in the bench's workers: the jobs' figures measure jobs alone (the relay has a
+# bench of its own, outbox_relay_bench, which names its brokers).
+OUTBOX = {**OUTBOX, "BROKERS": {}}
 
 INSTALLED_APPS = [*INSTALLED_APPS, "outbox_bench"]
