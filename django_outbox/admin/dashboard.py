@@ -189,12 +189,12 @@ def _counts(counts: dict[str, int], filters: dict[str, str]) -> list[dict[str, A
 
 
 #: The job list's filters behind each count.
-COUNT_FILTERS = {
-    "failed": {"status__exact": JobStatus.FAILED},
+COUNT_FILTERS: dict[str, dict[str, str]] = {
+    "failed": {"status__exact": JobStatus.FAILED.value},
     "due": {"waiting": "due"},
     "scheduled": {"waiting": "scheduled"},
-    "running": {"status__exact": JobStatus.RUNNING},
-    "halted": {"status__exact": JobStatus.HALTED},
+    "running": {"status__exact": JobStatus.RUNNING.value},
+    "halted": {"status__exact": JobStatus.HALTED.value},
 }
 #: The counts' column headings.
 COUNT_LABELS = {

@@ -157,9 +157,9 @@ def _counts(
 
     The jobs not finished are counted by queue and task together; the failed ones twice, by
     queue (task None) and by task (queue None), each along its partial index. Each arm's filter
-    is the condition of the partial index it reads, so that the planner may use it: the claims'
-    three (waiting jobs without and with a fair key, limited jobs), the lease index (running),
-    the halted one, and the failed jobs' by queue and by task.
+    is the condition of the partial index it reads, so that the planner may use it: the claim's
+    three (waiting jobs without a key, with a fair key, under a limit), the lease index
+    (running), the halted one, and the failed jobs' by queue and by task.
     """
     jobs = Job.objects.using(using).order_by()
     nothing = Value(None, output_field=CharField())
@@ -185,11 +185,19 @@ def _counts(
         )
 
     by_both = {"queue": F("queue"), "task": F("task_name")}
-    claimable = jobs.filter(status__in=CLAIMABLE)
-    unlimited = claimable.filter(limit_key__isnull=True)
-    waiting = grouped(unlimited.filter(fair_key__isnull=True), **by_both, waiting=True)
-    fair = grouped(unlimited.filter(fair_key__isnull=False), **by_both, waiting=True)
-    limited = grouped(claimable.filter(limit_key__isnull=False), **by_both, waiting=True)
+    waiting = grouped(
+        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=True, limit_key__isnull=True),
+        **by_both,
+        waiting=True,
+    )
+    fair = grouped(
+        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=False, limit_key__isnull=True),
+        **by_both,
+        waiting=True,
+    )
+    limited = grouped(
+        jobs.filter(status__in=CLAIMABLE, limit_key__isnull=False), **by_both, waiting=True
+    )
     running = grouped(jobs.filter(status=JobStatus.RUNNING), **by_both, waiting=False)
     halted = grouped(jobs.filter(status=JobStatus.HALTED), **by_both, waiting=False)
     # The status a constant, not the column: then the failed jobs' indexes (queue or task, ...)

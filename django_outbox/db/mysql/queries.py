@@ -117,13 +117,16 @@ SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
 MARK_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
+  AND NOT cancel_requested
 """
 
 # A batch: the rows whose lease still holds are read (locked) first, for want of RETURNING.
+# Rows another transaction has locked are passed over (the completer tries them again later),
+# and so are those cancel() asked to stop, which end cancelled.
 HELD_LEASES_SQL = f"""
 SELECT id, lease_token FROM {TABLE}
-WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}'
-FOR UPDATE
+WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+FOR UPDATE SKIP LOCKED
 """
 MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})"
 
@@ -263,12 +266,9 @@ class MySQLQueries(DatabaseQueries):
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
         pick = with_lookup_hints(pick)
         lane = FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         queues = list(queues or ())
         paused = list(paused_retries)
-        excluded = list(excluded_queues)
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
-        if excluded:
-            queue_filter += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded))})"
         if paused:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' "
@@ -282,7 +282,7 @@ class MySQLQueries(DatabaseQueries):
             index_hint=claim_index_hint(kind, len(queues)),
         )
         return self._claim_picked(
-            connection, worker_id, sql, [*queues, *excluded, *paused, limit], lease_seconds
+            connection, worker_id, sql, [*queue_params, *paused, limit], lease_seconds
         )
 
     def claim_chosen(
@@ -371,19 +371,15 @@ class MySQLQueries(DatabaseQueries):
         queues: Sequence[str] | None,
         excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
-        excluded = list(excluded_queues)
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues or ()))})" if queues else ""
-        if excluded:
-            queue_filter += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded))})"
-        queues = [*(queues or ()), *excluded]
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         waiting = set()
         _, rows = self.execute(
-            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queues
+            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queue_params
         )
         if rows:
             waiting.add(ClaimKind.FAIR)
         _, rows = self.execute(
-            connection, LIMITED_WAITING_SQL.format(queue_filter=queue_filter), queues
+            connection, LIMITED_WAITING_SQL.format(queue_filter=queue_filter), queue_params
         )
         if rows:
             waiting.add(ClaimKind.LIMITED)
@@ -526,7 +522,7 @@ class MySQLQueries(DatabaseQueries):
                     hint="Claims need FOR UPDATE SKIP LOCKED (MariaDB 10.6, MySQL 8.0) and "
                     "enqueues INSERT ... RETURNING (MariaDB). Upgrade the server, or use "
                     "PostgreSQL or SQLite.",
-                    id="django_outbox.E040",
+                    id="django_outbox.E050",
                 )
             ]
         problems: list[CheckMessage] = []
@@ -548,7 +544,7 @@ class MySQLQueries(DatabaseQueries):
                     '"read committed"}. Under REPEATABLE READ an enqueuer that waited for '
                     "another would not see its job (two jobs with one unique key), and gap "
                     "locks make claims deadlock.",
-                    id="django_outbox.E041",
+                    id="django_outbox.E051",
                 )
             )
         if settings.USE_TZ and offset:
@@ -559,7 +555,7 @@ class MySQLQueries(DatabaseQueries):
                     "where Django and the queue's claims read UTC.",
                     hint='Set "OPTIONS": {"init_command": "SET time_zone = \'+00:00\'"} '
                     "(or the server's default_time_zone to '+00:00').",
-                    id="django_outbox.W040",
+                    id="django_outbox.W050",
                 )
             )
         if mariadb and version < (10, 8):
@@ -569,7 +565,7 @@ class MySQLQueries(DatabaseQueries):
                     "descending index columns ascending: each claim sorts the due jobs "
                     "instead of reading them in order from the claim index.",
                     hint="MariaDB 10.8 or later claims along the index, however long the backlog.",
-                    id="django_outbox.W041",
+                    id="django_outbox.W051",
                 )
             )
         return problems
@@ -585,6 +581,19 @@ class MySQLQueries(DatabaseQueries):
     def write_transaction(self, connection: BaseDatabaseWrapper) -> Any:
         """A plain transaction: row locks (SELECT ... FOR UPDATE) serialize what must be."""
         return transaction.atomic(using=connection.alias)
+
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
+        """Set the session's ``innodb_lock_wait_timeout`` (whole seconds, at least 1) on a
+        connection of the worker's own, once per connection."""
+        connection.ensure_connection()
+        # Noted on Django's wrapper with the driver connection's id: a new connection (after
+        # an error) has another, and is set up again.
+        wanted = (id(connection.connection), max(1, round(seconds)))
+        if getattr(connection, "_outbox_lock_wait", None) != wanted:
+            self.execute(connection, f"SET SESSION innodb_lock_wait_timeout = {wanted[1]}", ())
+            connection._outbox_lock_wait = wanted  # type: ignore[attr-defined]
 
     @contextmanager
     def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
@@ -608,3 +617,16 @@ def _as_uuid(value: Any) -> uuid.UUID:
 
 
 queries = MySQLQueries()
+
+
+def _queue_filter(
+    queues: Sequence[str] | None, excluded_queues: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The claims' condition on the queue, and its parameters: one of ``queues`` (any when
+    empty), none of ``excluded_queues``."""
+    queues = list(queues or ())
+    excluded = list(excluded_queues)
+    queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+    if excluded:
+        queue_filter += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded))})"
+    return queue_filter, [*queues, *excluded]
