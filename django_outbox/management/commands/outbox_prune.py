@@ -29,7 +29,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--status",
             action="append",
-            choices=FINISHED,
+            # The values, not the members: argparse lists the choices by their repr.
+            choices=[status.value for status in FINISHED],
             help="Only jobs of this status; repeat for several (default: all three).",
         )
         parser.add_argument(
