@@ -31,7 +31,7 @@ BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
-	@echo "make test   lint, type-check, and the suite on SQLite and PostgreSQL (Django 6 and 5.2)"
+	@echo "make test   lint, type-check, the suite on SQLite and PostgreSQL (Django 6 and 5.2), MariaDB"
 	@echo "make bench  the pgbench floor and outbox_bench on PostgreSQL, MariaDB, then SQLite (~15 min)"
 	@echo "make chaos  the fault-injection suite at full size (kills, database restarts, load)"
 
@@ -119,9 +119,11 @@ wheel: install
 # Two chains of legs run side by side (.ci/parallel): the legs use different databases, and
 # wait more than they compute. Each chain pairs a long leg with a short one (Django 6 on
 # PostgreSQL, the longest, then 5.2 on SQLite, the shortest) so that both end together.
-test: lint install-lts postgres browser
+# MariaDB's leg is a third chain: it waits on its own server.
+test: lint install-lts postgres mariadb browser
 	.ci/parallel "$(MAKE) --no-print-directory --keep-going test-postgresql test-lts-sqlite" \
-	  "$(MAKE) --no-print-directory --keep-going test-sqlite test-lts-postgresql wheel"
+	  "$(MAKE) --no-print-directory --keep-going test-sqlite test-lts-postgresql wheel" \
+	  "$(MAKE) --no-print-directory --keep-going test-mariadb"
 
 # The fault-injection suite at full size (about 10 min); `make test` runs it at CI size.
 # Figures go to .chaos/report.jsonl, for docs/reliability.md.
