@@ -20,7 +20,7 @@ pytestmark = [
 ]
 
 
-def ids() -> list[str]:
+def ids() -> list[str | None]:
     return [message.id for message in check_outbox_database(databases=["default"])]
 
 
@@ -73,6 +73,7 @@ def test_repeatable_read_is_refused_with_how_to_set_read_committed():
         (message,) = [m for m in check_outbox_database(databases=["default"]) if m.level >= 40]
         assert message.id == "django_outbox.E041"
         assert "REPEATABLE-READ" in message.msg
+        assert message.hint
         assert '"isolation_level": "read committed"' in message.hint
     finally:
         connection.close()
@@ -85,6 +86,7 @@ def test_a_session_time_zone_other_than_utc_is_warned_of():
         messages = check_outbox_database(databases=["default"])
         (warning,) = [m for m in messages if m.id == "django_outbox.W040"]
         assert "+7200 seconds" in warning.msg
+        assert warning.hint
         assert "SET time_zone = '+00:00'" in warning.hint
     finally:
         connection.close()

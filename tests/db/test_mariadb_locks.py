@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 from django.db import OperationalError, connection, transaction
@@ -99,7 +100,7 @@ def test_a_deadlock_is_a_lock_error(second_connection):
 
 def test_unique_key_enqueuers_wait_for_each_other_on_a_row_lock(second_connection):
     """The second enqueuer waits for the first one's transaction, then sees its job."""
-    results: dict[str, object] = {}
+    results: dict[str, Any] = {}
     started = threading.Event()
 
     def first() -> None:
