@@ -25,27 +25,29 @@ BENCH_MARIADB_ARGS ?= --skip large-table --skip stats
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 
-.PHONY: help install install-lts postgres mariadb browser lint test test-sqlite test-postgresql \
-	test-mariadb test-lts \
-	test-lts-sqlite test-lts-postgresql wheel chaos demo bench screenshots clean
+.PHONY: help install install-lts postgres brokers mariadb browser lint test test-sqlite \
+	test-postgresql test-mariadb test-lts test-lts-sqlite test-lts-postgresql wheel chaos demo bench \
+	screenshots clean docs
 
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
 	@echo "make test   lint, type-check, the suite on SQLite and PostgreSQL (Django 6 and 5.2), MariaDB"
 	@echo "make bench  the pgbench floor and outbox_bench on PostgreSQL, MariaDB, then SQLite (~15 min)"
 	@echo "make chaos  the fault-injection suite at full size (kills, database restarts, load)"
+	@echo "make docs   build the documentation site into docs/_build/html"
 
-# Created once; reinstalled in place when pyproject.toml changes.
+# Created once; reinstalled in place when pyproject.toml changes. The development tools are the
+# dependency group "dev" (pip >= 25.1 installs groups: the pip upgrade comes first).
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e ".[dev]" "django>=6.0,<7"
+	$(VENV)/bin/pip install --quiet -e . --group dev "django>=6.0,<7"
 	touch $@
 
 $(VENV_LTS)/.installed: pyproject.toml
 	test -x $(VENV_LTS)/bin/python || $(PYTHON_LTS) -m venv $(VENV_LTS)
 	$(VENV_LTS)/bin/pip install --quiet --upgrade pip
-	$(VENV_LTS)/bin/pip install --quiet -e ".[dev,tasks]" "django>=5.2,<5.3"
+	$(VENV_LTS)/bin/pip install --quiet -e ".[tasks]" --group dev "django>=5.2,<5.3"
 	touch $@
 
 install: $(VENV)/.installed
@@ -66,10 +68,19 @@ mariadb: $(VENV)/.mariadb
 postgres:
 	@.ci/ensure-postgres
 
+# Redis, NATS (JetStream) and RabbitMQ for the relay's tests, started where they do not answer.
+brokers:
+	@.ci/ensure-brokers
+
 # Debian's chromium and chromium-driver for the admin's browser tests (-m browser), installed
 # where missing and possible; the tests skip, saying why, where they are not.
 browser:
 	@.ci/ensure-chromium
+
+# The documentation site from docs/ (warnings, broken links and references included, are errors).
+docs: install
+	$(VENV)/bin/sphinx-build --fail-on-warning --keep-going --quiet -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -120,7 +131,7 @@ wheel: install
 # wait more than they compute. Each chain pairs a long leg with a short one (Django 6 on
 # PostgreSQL, the longest, then 5.2 on SQLite, the shortest) so that both end together.
 # MariaDB's leg is a third chain: it waits on its own server.
-test: lint install-lts postgres mariadb browser
+test: lint docs install-lts postgres mariadb brokers browser
 	.ci/parallel "$(MAKE) --no-print-directory --keep-going test-postgresql test-lts-sqlite" \
 	  "$(MAKE) --no-print-directory --keep-going test-sqlite test-lts-postgresql wheel" \
 	  "$(MAKE) --no-print-directory --keep-going test-mariadb"
@@ -128,7 +139,7 @@ test: lint install-lts postgres mariadb browser
 # The fault-injection suite at full size (about 10 min); `make test` runs it at CI size.
 # Figures go to .chaos/report.jsonl, for docs/reliability.md.
 CHAOS_ARGS ?=
-chaos: install postgres
+chaos: install postgres brokers
 	mkdir -p .chaos
 	OUTBOX_CHAOS_SCALE=full OUTBOX_CHAOS_REPORT=$(CURDIR)/.chaos/report.jsonl \
 	  DATABASE_URL=$(SQLITE_URL) $(VENV)/bin/pytest -m chaos $(CHAOS_ARGS)

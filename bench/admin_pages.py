@@ -14,7 +14,7 @@ that finds least). Task names and queues are the ones the admin's filters offer.
 each page through Django's test client as a superuser, as a browser would, and prints the
 median and slowest of RUNS requests after one warm-up, rendering included. --explain prints
 the plan of each list query; --rows must be at least 2,100 (MIN_ROWS). docs/performance.md
-("Admin pages") records a run.
+("The job list") records a run.
 """
 
 from __future__ import annotations
@@ -186,9 +186,10 @@ def timed(
     in_queries = [in_query for _, in_query in results]
     shown = ""
     if response.status_code == 200 and response.context and "cl" in response.context:
-        from django_outbox.admin.paging import count_text
-
-        shown = count_text(response.context["cl"].paginator)
+        cl = response.context["cl"]
+        shown = str(cl.result_count)
+        if getattr(cl, "by_key", False):
+            shown += ", by key" + (", next" if cl.next_page_query else ", last page")
     return seconds, in_queries, response.status_code, shown
 
 
@@ -197,6 +198,12 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="Use the database a --keep left.")
     parser.add_argument("--explain", action="store_true", help="Print each list query's plan.")
     parser.add_argument("--sqlite", type=Path, help="Measure SQLite, in this file, instead.")
+    parser.add_argument(
+        "--database",
+        default=DATABASE,
+        help=f"The PostgreSQL database to create and load ({DATABASE}): one of your own where "
+        "others measure on the same server.",
+    )
     arguments = parser.parse_args()
     if arguments.rows < MIN_ROWS:
         parser.error(
@@ -207,7 +214,7 @@ def main() -> None:
     scratch: AbstractContextManager[bool] = (
         scratch_sqlite(arguments.sqlite, keep=arguments.keep, reuse=arguments.reuse)
         if arguments.sqlite
-        else scratch_postgresql(DATABASE, keep=arguments.keep, reuse=arguments.reuse)
+        else scratch_postgresql(arguments.database, keep=arguments.keep, reuse=arguments.reuse)
     )
     with scratch as created:
         run_pages(arguments.rows, load_rows=created, explain=arguments.explain)
@@ -266,11 +273,17 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
     oldest = Job.objects.order_by("id").values_list("pk", flat=True)[0]
     # The newest failed job's task and queue: filters that find some.
     task, queue = Job.objects.filter(pk=failed).values_list("task_name", "queue")[0]
+    # Pages by key deep in the lists: after the job in the middle of the table, and after the
+    # failed job that failed in the middle of the failed ones.
+    middle = Job.objects.order_by("id").values_list("pk", flat=True)[Job.objects.count() // 2]
+    failures = Job.objects.filter(status="failed").order_by("finished_at", "id")
+    middle_failed = failures.values_list("pk", "finished_at")[failures.count() // 2]
+    failed_cursor = f"{middle_failed[0]}_{middle_failed[1].isoformat()}"
     cases: list[tuple[str, str, dict[str, str]]] = [
         ("list, no filter", changelist, {}),
-        ("list, page 2", changelist, {"p": "2"}),
-        ("list, the last page offered", changelist, {"p": "200"}),
-        ("status failed", changelist, {"status__exact": "failed"}),
+        ("list, next page by key, mid-table", changelist, {"after": str(middle)}),
+        ("list, page 200 (counted pages)", changelist, {"p": "200"}),
+        ("status failed (by failure time)", changelist, {"status__exact": "failed"}),
         ("status ready", changelist, {"status__exact": "ready"}),
         ("status running", changelist, {"status__exact": "running"}),
         ("status halted", changelist, {"status__exact": "halted"}),
@@ -280,6 +293,26 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
         ("status failed and a task", changelist, {"status__exact": "failed", "task_name": task}),
         ("status failed and a queue", changelist, {"status__exact": "failed", "queue": queue}),
         ("search by id (the oldest job)", changelist, {"q": str(oldest)}),
+        (
+            "failed, next page by key, mid-way",
+            changelist,
+            {"status__exact": "failed", "after": failed_cursor},
+        ),
+        (
+            "failed, by failure time, oldest first",
+            changelist,
+            {"status__exact": "failed", "o": "7"},
+        ),
+        ("search a task, with its count", changelist, {"q": task.rsplit(".", 1)[-1]}),
+        (
+            "search failed errors, with count",
+            changelist,
+            {"status__exact": "failed", "q": "error:customer"},
+        ),
+        ("search errors, no match", changelist, {"q": "error:no such error"}),
+        ("due jobs (dashboard link)", changelist, {"waiting": "due"}),
+        ("dashboard", reverse("admin:django_outbox_dashboard_changelist"), {}),
+        ("dashboard's live refresh", reverse("admin:django_outbox_dashboard_live"), {}),
         (
             "a failed job's page",
             reverse("admin:django_outbox_job_change", args=[failed]),
@@ -305,29 +338,38 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
                 if "django_outbox_job" in query["sql"] and not query["sql"].startswith("EXPLAIN"):
                     print_plan(connection, query["sql"])
     print()
-    print("The same lists with the admin as it was before issue 9:")
-    with admin_before_issue_9():
-        for name, url, params in cases[:4] + cases[7:9]:
+    print("The same lists with the list of Django's defaults (the admin before its rework):")
+    with admin_of_django_defaults():
+        for name, url, params in cases[:1] + cases[2:4] + cases[7:9]:
             seconds, in_queries, status, _ = timed(client, url, params)
             line = f"{name:<36} {ms(statistics.median(seconds)):>9} {ms(max(seconds)):>7} "
             print(line + f"{ms(statistics.median(in_queries)):>10}   HTTP {status}")
 
 
 @contextmanager
-def admin_before_issue_9() -> Iterator[None]:
-    """Give the job admin back its list as it was before issue 9, for comparison: Django's
+def admin_of_django_defaults() -> Iterator[None]:
+    """Give the job admin back the list of Django's defaults, for comparison: Django's
     filters for the queue and task (SELECT DISTINCT), the date hierarchy, facets allowed, the
     full count, sorting by any column, the last error read whole."""
     from django.contrib import admin
+    from django.contrib.admin.views.main import ChangeList
     from django.core.paginator import Paginator
 
     from django_outbox.admin.job_admin import JobAdmin, JobChangeList
 
     saved_admin = {
         name: JobAdmin.__dict__[name]
-        for name in ("list_filter", "paginator", "show_facets", "sortable_by", "action_checkbox")
+        for name in (
+            "list_filter",
+            "paginator",
+            "show_facets",
+            "sortable_by",
+            "action_checkbox",
+            "get_sortable_by",
+            "get_ordering",
+        )
     }
-    saved_list = {name: JobChangeList.__dict__[name] for name in ("get_queryset",)}
+    saved_list = {name: JobChangeList.__dict__[name] for name in ("get_queryset", "get_results")}
     # Class attributes set by name: their types differ from the new ones'.
     before: dict[str, Any] = {
         "list_filter": ("status", "queue", "task_name"),
@@ -336,6 +378,8 @@ def admin_before_issue_9() -> Iterator[None]:
         "show_facets": admin.ShowFacets.ALLOW,
         "sortable_by": None,
         "action_checkbox": admin.ModelAdmin.action_checkbox,
+        "get_sortable_by": admin.ModelAdmin.get_sortable_by,
+        "get_ordering": admin.ModelAdmin.get_ordering,
     }
     for name, value in before.items():
         setattr(JobAdmin, name, value)
@@ -348,6 +392,7 @@ def admin_before_issue_9() -> Iterator[None]:
         )
 
     JobChangeList.get_queryset = get_queryset  # type: ignore[method-assign]
+    JobChangeList.get_results = ChangeList.get_results  # type: ignore[method-assign]
     try:
         yield
     finally:

@@ -7,7 +7,7 @@ Run from the repository's top, with PostgreSQL on 127.0.0.1:5432 (user postgres)
 It creates the database ``outbox_admin_bench`` (dropping an older one), migrates it, loads the
 jobs with one INSERT ... SELECT generate_series, then requests the changelist through Django's
 test client as a superuser, as a browser would, and prints the time of each request. It drops
-the database at the end unless --keep. docs/performance.md ("Admin search") records a run.
+the database at the end unless --keep. docs/performance.md ("The search") records a run.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def run(rows: int) -> None:
     print(machine())
 
     client = superuser_client()
-    # (name, search now, the same search before issue 13 or None to leave it out).
+    # (name, search now, the same search with Django's plain search, or None to leave it out).
     cases = [
         ("list, no search", {}, {}),
         (
@@ -137,13 +137,13 @@ def run(rows: int) -> None:
             {"q": "error:failure 123450", "status__exact": "failed"},
             {"q": "failure 123450", "status__exact": "failed"},
         ),
-        # Before: 438 s in the issue, with a larger table; not run again.
+        # Django's plain search took 438 s for this, with a larger table; not run again.
         ("10,000-character search (refused)", {"q": "x" * 10_000}, None),
     ]
     results = {}
     for name, params, _ in cases:
         results[name] = timed(client, params)
-    with search_before_issue_13():
+    with django_plain_search():
         before = {name: timed(client, params) for name, _, params in cases if params is not None}
 
     print()
@@ -162,8 +162,8 @@ def run(rows: int) -> None:
 
 
 @contextmanager
-def search_before_issue_13() -> Iterator[None]:
-    """Give the job admin back the search it had before issue 13, for comparison.
+def django_plain_search() -> Iterator[None]:
+    """Give the job admin Django's plain search, as it had before its own, for comparison.
 
     Django's own search (icontains on task, queue, last_error and worker), no time limit, and a
     list that fetches every column.

@@ -11,7 +11,7 @@ spread over 30 days (a long retention: about 1/30 of them in the day's chart), a
 within the last day (the default retention of succeeded jobs, a busy queue). Both with a backlog of
 10,000 waiting jobs, 40 running, 100 halted, across 5 queues, 20 registered workers, and two
 days of activity counts (a row per queue and minute).
-docs/performance.md ("Dashboard") records a run.
+docs/performance.md ("The dashboard") records a run.
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ from .exceptions import (
     PayloadDecodeError,
     PayloadError,
     PayloadValidationError,
+    PublishError,
     QueueFull,
+    RateLimited,
     Snooze,
     TaskNotRegisteredError,
     TimedOut,
@@ -30,6 +32,8 @@ from .exceptions import (
 )
 from .jobs.batch import EnqueuedJobs
 from .jobs.control import Cancellation, cancel, resume
+from .relay.inbox import receive_once
+from .relay.publishing import publish, publish_many
 from .retry import GIVE_UP, RetryPolicy
 from .tasks.base import Task
 from .tasks.enqueue import aenqueue, aenqueue_many, enqueue, enqueue_many, retry_with_payload
@@ -37,7 +41,7 @@ from .tasks.registry import task
 from .worker.health import healthy
 
 if TYPE_CHECKING:
-    from .models import Job, JobStatus
+    from .models import Job, JobStatus, Message, MessageStatus
 
 __all__ = [
     "GIVE_UP",
@@ -53,11 +57,15 @@ __all__ = [
     "JobStateError",
     "JobStatus",
     "LeaseLostError",
+    "Message",
+    "MessageStatus",
     "OutboxError",
     "PayloadDecodeError",
     "PayloadError",
     "PayloadValidationError",
+    "PublishError",
     "QueueFull",
+    "RateLimited",
     "RetryPolicy",
     "Snooze",
     "Task",
@@ -71,6 +79,9 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "healthy",
+    "publish",
+    "publish_many",
+    "receive_once",
     "resume",
     "retry_with_payload",
     "task",
@@ -78,12 +89,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``Job`` and ``JobStatus``, imported on first use.
+    """``Job``, ``JobStatus``, ``Message`` and ``MessageStatus``, imported on first use.
 
     The model needs Django's app registry, and Django imports this package to find the app
     before the registry is ready (and a project's models.py may import ``task`` from it).
     """
-    if name in ("Job", "JobStatus"):
+    if name in ("Job", "JobStatus", "Message", "MessageStatus"):
         from . import models
 
         return getattr(models, name)

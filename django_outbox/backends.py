@@ -9,6 +9,11 @@ admin. Each enqueue is a job of one outbox task, ``django_outbox.django_task``, 
 names the Django task (its module path) and holds its arguments; ``get_result(id)`` reads the
 job back as a ``TaskResult``.
 
+Failures read as Django's own backends report them: by default a task is attempted once, and
+one that raises is FAILED with the exception in ``errors``. Retries are opt-in, for a backend
+(``OPTIONS={"MAX_ATTEMPTS": 5}``) or a task (``@max_attempts(5)`` under ``@task``); a return
+value that is not JSON fails at once either way: running the task again cannot change it.
+
 Workers run only Django tasks declared for an outbox backend in a module they imported (the
 ``tasks`` module of every installed app is imported at start-up): a task's path read from a row
 is looked up among those, never imported.
@@ -18,10 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import difflib
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import django
+from django.apps import apps
+from django.core.checks import Error
 from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING or django.VERSION >= (6, 0):
@@ -29,7 +38,7 @@ if TYPE_CHECKING or django.VERSION >= (6, 0):
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task as DjangoTask
     from django.tasks.base import TaskContext, TaskError, TaskResult
-    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 else:
@@ -39,6 +48,7 @@ else:
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task as DjangoTask
         from django_tasks.base import TaskContext, TaskError, TaskResult
+        from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
         from django_tasks.exceptions import InvalidTaskError as InvalidTask
         from django_tasks.exceptions import TaskResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
@@ -58,8 +68,11 @@ from .django_task_jobs import TASK_NAME as TASK_NAME  # re-exported
 from .django_task_jobs import declared
 from .exceptions import OutboxError
 from .models import Job, JobStatus
+from .retry import GIVE_UP, RetryDecision
 from .tasks.enqueue import enqueue
 from .tasks.registry import task
+from .validation.bounds import ERROR_HISTORY_MAX, max_attempts_error
+from .validation.text import queue_name_error
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -86,9 +99,79 @@ STATUSES: dict[str, TaskResultStatus] = {
 # or a builtin's bare name.
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 
+#: The ``OPTIONS`` the backend reads, with their defaults: a task's writes commit with its
+#: job's success (``ATOMIC``); a task is attempted once, as with Django's own backends
+#: (``MAX_ATTEMPTS``; more makes a task that raises run again with its queue's backoff).
+DEFAULT_OPTIONS: dict[str, Any] = {"ATOMIC": True, "MAX_ATTEMPTS": 1}
+#: The most attempts a Django task may be given: every attempt's error is kept, as
+#: ``TaskResult.errors`` lists them all.
+ATTEMPTS_MAX = ERROR_HISTORY_MAX
+#: Where ``max_attempts`` leaves a task's own number: an attribute of its function.
+_ATTEMPTS_ATTRIBUTE = "outbox_max_attempts"
+#: Set on the exception of a return value that is not JSON: the attempt fails for good.
+_NOT_RETRIED = "outbox_not_retried"
 
-class UnknownDjangoTask(OutboxError):
+_F = TypeVar("_F")
+
+
+class UnknownDjangoTask(OutboxError, InvalidTask):
     """A job names a Django task that this worker has not seen declared."""
+
+
+def _attempts_error(value: object) -> str | None:
+    if problem := max_attempts_error(value):
+        return problem
+    if isinstance(value, int) and value > ATTEMPTS_MAX:
+        return (
+            f"max_attempts of a Django task must be at most {ATTEMPTS_MAX}: every attempt's "
+            f"error is kept for TaskResult.errors, not {value}."
+        )
+    return None
+
+
+def max_attempts(attempts: int) -> Callable[[_F], _F]:
+    """Attempt the jobs of a Django task up to ``attempts`` times (the first run counts).
+
+    Put it under ``@task``::
+
+        @task
+        @max_attempts(5)
+        def call_payment_provider(order_id): ...
+
+    The task's own number wins over its backend's ``OPTIONS["MAX_ATTEMPTS"]``; the delay
+    between attempts is its queue's backoff (``OUTBOX["QUEUES"]``, or ``OUTBOX["RETRY"]``).
+    """
+    if problem := _attempts_error(attempts):
+        raise InvalidTask(problem)
+
+    def decorate(func: _F) -> _F:
+        # Above @task too: the Task is a frozen dataclass, but its function is not.
+        target = func.func if isinstance(func, DjangoTask) else func
+        setattr(target, _ATTEMPTS_ATTRIBUTE, attempts)
+        return func
+
+    return decorate
+
+
+def options_errors(options: Any) -> list[str]:
+    """Return what is wrong with a backend's ``OPTIONS``: each problem, as a sentence."""
+    if not isinstance(options, dict):
+        return [f"OPTIONS must be a dict, not {type(options).__name__}."]
+    problems = []
+    for key in options:
+        if key in DEFAULT_OPTIONS:
+            continue
+        close = difflib.get_close_matches(str(key), DEFAULT_OPTIONS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        problems.append(
+            f"OPTIONS has an unknown key {key!r}.{hint} The keys are "
+            f"{', '.join(sorted(DEFAULT_OPTIONS))}."
+        )
+    if not isinstance(options.get("ATOMIC", True), bool):
+        problems.append(f"OPTIONS['ATOMIC'] must be True or False, not {options['ATOMIC']!r}.")
+    if "MAX_ATTEMPTS" in options and (problem := _attempts_error(options["MAX_ATTEMPTS"])):
+        problems.append(f"OPTIONS['MAX_ATTEMPTS']: {problem}")
+    return problems
 
 
 class OutboxBackend(BaseTaskBackend):
@@ -98,6 +181,45 @@ class OutboxBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        # Reported by the system checks (check()); enqueue refuses to write with them.
+        self.problems = options_errors(self.options)
+
+    def check(self, **kwargs: Any) -> Any:
+        """Django's checks of the backend, run by ``manage.py check`` and every command."""
+        yield from super().check(**kwargs)
+        where = f"TASKS[{self.alias!r}]"
+        if not apps.is_installed("django_outbox"):
+            yield Error(
+                f"{where} uses django_outbox.backends.OutboxBackend, but django_outbox is not "
+                "in INSTALLED_APPS: its jobs table, its workers and its admin are missing.",
+                hint="Add 'django_outbox' to INSTALLED_APPS and run manage.py migrate.",
+                id="django_outbox.E040",
+            )
+        for problem in self.problems:
+            yield Error(
+                f"{where}: {problem}",
+                hint="OPTIONS takes ATOMIC (True or False, default True) and MAX_ATTEMPTS (a "
+                f"whole number from 1 to {ATTEMPTS_MAX}, default 1); see docs/django-tasks.md.",
+                id="django_outbox.E041",
+            )
+        for queue in sorted(self.queues, key=str):
+            if queue_problem := queue_name_error(queue):
+                yield Error(
+                    f"{where}['QUEUES'] names a queue no outbox job can have: {queue_problem}",
+                    hint="Every enqueue of a task on it would fail; rename the queue.",
+                    id="django_outbox.E042",
+                )
+
+    def max_attempts_of(self, task: AnyTask) -> int:
+        """How many times a job of ``task`` may be attempted: the task's own number
+        (``@max_attempts``), else ``OPTIONS["MAX_ATTEMPTS"]``, else once."""
+        own = getattr(task.func, _ATTEMPTS_ATTRIBUTE, None)
+        if own is not None:
+            return int(own)
+        return int(self.options.get("MAX_ATTEMPTS", DEFAULT_OPTIONS["MAX_ATTEMPTS"]))
 
     def validate_task(self, task: AnyTask) -> None:
         if isinstance(task.run_after, datetime.timedelta):
@@ -112,6 +234,10 @@ class OutboxBackend(BaseTaskBackend):
     def enqueue(
         self, task: DjangoTask[_P, _R], args: list[Any], kwargs: dict[str, Any]
     ) -> TaskResult[_P, _R]:
+        if self.problems:
+            raise InvalidTaskBackend(
+                f"The task backend {self.alias!r} is misconfigured: {' '.join(self.problems)}"
+            )
         self.validate_task(task)
         try:
             payload = {
@@ -127,6 +253,7 @@ class OutboxBackend(BaseTaskBackend):
             payload,
             queue=task.queue_name,
             priority=task.priority,
+            max_attempts=self.max_attempts_of(task),
             run_at=task.run_after if isinstance(task.run_after, datetime.datetime) else None,
             delay=task.run_after if isinstance(task.run_after, datetime.timedelta) else None,
         )
@@ -235,19 +362,30 @@ def _run(payload: dict[str, Any]) -> None:
         returned = declared.call(context, *args, **kwargs)
     else:
         returned = declared.call(*args, **kwargs)
+    try:
+        return_value = normalize_json(returned)
+    except TypeError as error:
+        # The class Django's backends record (TypeError), marked so that it is not retried.
+        setattr(error, _NOT_RETRIED, True)
+        raise
     # In an atomic job, inside the attempt's transaction: kept only if its success is.
     Job.objects.using(get_settings().database).filter(
         pk=job.id, lease_token=job.lease_token
-    ).update(return_value=normalize_json(returned))
+    ).update(return_value=return_value)
 
 
-@task(name=TASK_NAME)
+def _retry_decision(job: ClaimedJob, exc: BaseException) -> RetryDecision:
+    """Give up on a return value that is not JSON; otherwise the queue's backoff."""
+    return GIVE_UP if getattr(exc, _NOT_RETRIED, False) else None
+
+
+@task(name=TASK_NAME, retry_strategy=_retry_decision)
 def django_task(payload: dict[str, Any]) -> None:
     """A Django task's job: its writes commit with the job's success."""
     _run(payload)
 
 
-@task(name=NON_ATOMIC_TASK_NAME, atomic=False)
+@task(name=NON_ATOMIC_TASK_NAME, atomic=False, retry_strategy=_retry_decision)
 def django_task_non_atomic(payload: dict[str, Any]) -> None:
     """A Django task's job, outside a transaction (OPTIONS={"ATOMIC": False})."""
     _run(payload)
@@ -277,4 +415,4 @@ for _task in (django_task, django_task_non_atomic):
     for _signal in (signals.job_succeeded, signals.job_failed, signals.job_cancelled):
         _signal.connect(_finished, sender=_task, weak=False)
 
-__all__ = ["InvalidTask", "OutboxBackend", "UnknownDjangoTask"]
+__all__ = ["InvalidTask", "OutboxBackend", "UnknownDjangoTask", "max_attempts"]

@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.checks import CheckMessage, Tags, register
+from django.core.checks import CheckMessage, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from .conf import get_settings, user_settings
 from .cron.checks import entry_errors, payload_errors
 from .db import queries_for
+from .django_task_jobs import backend_queues
 from .validation.setting import setting_errors
+from .worker.registration import registered_workers
 
 
 @register(Tags.compatibility)
@@ -55,3 +57,38 @@ def check_cron_entries(
 ) -> list[CheckMessage]:
     """Validate cron entries against the registered tasks."""
     return entry_errors()
+
+
+@register(Tags.database)
+def check_task_queues_served(
+    app_configs: Iterable[Any] | None = None,
+    databases: Iterable[str] | None = None,
+    **kwargs: Any,
+) -> list[CheckMessage]:
+    """Warn about queues of a Django tasks backend that no live worker serves, when the live
+    workers registered in the database say so (``manage.py check --database ...`` only)."""
+    if setting_errors(user_settings()):
+        return []  # Reported by check_outbox_setting; the database may not even be known.
+    using = get_settings().database
+    if not databases or using not in databases:
+        return []
+    try:
+        workers = [worker for worker in registered_workers(using=using) if not worker.stale]
+    except DatabaseError:
+        return []  # Not migrated yet: nothing is known of the workers.
+    # A worker of every queue (or of every queue but some: it registers no list) serves them all.
+    if not workers or any(not worker.row.queues for worker in workers):
+        return []
+    served = {queue for worker in workers for queue in worker.row.queues}
+    return [
+        Warning(
+            f"TASKS[{alias!r}] lists the queue {queue!r}, which none of the {len(workers)} live "
+            f"worker(s) serves: they run only {', '.join(sorted(served))}.",
+            hint=f"Start a worker for it (run_outbox_worker --queue {queue}), or remove it from "
+            "QUEUES.",
+            id="django_outbox.W040",
+        )
+        for alias, queues in backend_queues().items()
+        for queue in queues
+        if queue not in served
+    ]

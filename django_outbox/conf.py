@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .validation.relay import RELAY_DEFAULTS
 from .validation.setting import DEFAULTS, setting_errors
 
 
@@ -27,6 +28,39 @@ class QueueOptions:
     max_size: int | None = None
     # Hold the queue's due retries back until the next poll when a retry fails again.
     pace_retries: bool = True
+    # Concurrency caps and rate limits ("10/s") across every worker: of the whole queue, and
+    # of each limit key's jobs in it (django_outbox.limits). None: no such limit.
+    concurrency: int | None = None
+    concurrency_per_key: int | None = None
+    rate_limit: str | None = None
+    rate_limit_per_key: str | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether the queue declares a concurrency cap or a rate limit."""
+        return any(
+            value is not None
+            for value in (
+                self.concurrency,
+                self.concurrency_per_key,
+                self.rate_limit,
+                self.rate_limit_per_key,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class RelayOptions:
+    """How the relay publishes messages (``OUTBOX["RELAY"]``)."""
+
+    batch_size: int = RELAY_DEFAULTS["BATCH_SIZE"]
+    lease_seconds: float = RELAY_DEFAULTS["LEASE_SECONDS"]
+    poll_seconds: float = RELAY_DEFAULTS["POLL_SECONDS"]
+    retry_seconds: float = RELAY_DEFAULTS["RETRY_SECONDS"]
+    max_refusals: int = RELAY_DEFAULTS["MAX_REFUSALS"]
+    # Seconds confirmed messages are kept; None: deleted at once.
+    retention: float | None = RELAY_DEFAULTS["RETENTION"]
+    inbox_retention: float = RELAY_DEFAULTS["INBOX_RETENTION"]
 
 
 #: The most queues whose options ``OutboxSettings.queue_options`` keeps.
@@ -56,6 +90,9 @@ class OutboxSettings:
     cron: dict[str, dict[str, Any]] = field(default_factory=dict)
     cron_timezone: str = "UTC"
     health: dict[str, float] = field(default_factory=lambda: dict(DEFAULTS["HEALTH"]))
+    # Broker name -> {"BACKEND": dotted path, "OPTIONS": {...}}.
+    brokers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    relay: RelayOptions = field(default_factory=RelayOptions)
     # queue_options' answers: every enqueue asks them, and settings don't change once read.
     _queue_options: dict[str, QueueOptions] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -72,6 +109,10 @@ class OutboxSettings:
                 priority=own.get("PRIORITY", 0),
                 max_size=own.get("MAX_SIZE"),
                 pace_retries=own.get("PACE_RETRIES", True),
+                concurrency=own.get("CONCURRENCY"),
+                concurrency_per_key=own.get("CONCURRENCY_PER_KEY"),
+                rate_limit=own.get("RATE_LIMIT"),
+                rate_limit_per_key=own.get("RATE_LIMIT_PER_KEY"),
             )
             # Bounded: a project may name queues at run time (one per tenant, say).
             if len(self._queue_options) < QUEUE_OPTIONS_CACHED:
@@ -125,6 +166,21 @@ def _build(user: Any) -> OutboxSettings:
             key: float(value)
             for key, value in {**DEFAULTS["HEALTH"], **user.get("HEALTH", {})}.items()
         },
+        brokers=dict(merged["BROKERS"]),
+        relay=_relay_options({**RELAY_DEFAULTS, **merged["RELAY"]}),
+    )
+
+
+def _relay_options(relay: dict[str, Any]) -> RelayOptions:
+    retention = relay["RETENTION"]
+    return RelayOptions(
+        batch_size=int(relay["BATCH_SIZE"]),
+        lease_seconds=float(relay["LEASE_SECONDS"]),
+        poll_seconds=float(relay["POLL_SECONDS"]),
+        retry_seconds=float(relay["RETRY_SECONDS"]),
+        max_refusals=int(relay["MAX_REFUSALS"]),
+        retention=None if retention is None else float(retention),
+        inbox_retention=float(relay["INBOX_RETENTION"]),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Case, CharField, QuerySet, When
+from django.db.models import Case, CharField, Q, QuerySet, When
 from django.db.models.fields.json import KeyTextTransform
 
 #: The outbox tasks every Django task's job is a job of: atomic (the default), or not
@@ -21,9 +21,28 @@ TASK_NAMES = (TASK_NAME, NON_ATOMIC_TASK_NAME)
 #: The payload key that holds the Django task's module path.
 PATH_KEY = "task"
 
+#: The backend's path in ``settings.TASKS``.
+BACKEND_PATH = "django_outbox.backends.OutboxBackend"
+
 #: The Django tasks declared for an outbox backend in this process, by module path (filled by
 #: ``OutboxBackend.validate_task``).
 declared: dict[str, Any] = {}
+
+
+def backend_queues() -> dict[str, list[str]]:
+    """The queues each outbox backend of ``settings.TASKS`` lists, by alias (Django's default,
+    ``["default"]``, where it lists none), read from the setting without loading Django's
+    tasks framework."""
+    from django.conf import settings
+
+    backends = getattr(settings, "TASKS", None)
+    if not isinstance(backends, dict):
+        return {}
+    return {
+        alias: list(params.get("QUEUES", ["default"]))
+        for alias, params in backends.items()
+        if isinstance(params, dict) and params.get("BACKEND") == BACKEND_PATH
+    }
 
 
 def declared_paths() -> list[str]:
@@ -53,6 +72,12 @@ def with_path(jobs: QuerySet[Any], path: str) -> QuerySet[Any]:
         task_name__in=TASK_NAMES, django_task_filtered=path
     )
     return filtered
+
+
+def of_task(name: str) -> Q:
+    """The jobs of the outbox task named ``name``, or of the Django task whose module path
+    ``name`` is: the two never meet, as a Django task's jobs are all of TASK_NAMES."""
+    return Q(task_name=name) | Q(task_name__in=TASK_NAMES, **{f"payload__{PATH_KEY}": name})
 
 
 def path_of(task_name: str, payload: Any) -> str | None:

@@ -32,6 +32,10 @@ class PayloadError(EnqueueError, TypeError):
     """A payload holds a value that cannot be stored as JSON and read back unchanged."""
 
 
+class PublishError(EnqueueError):
+    """A message could not be published because an argument is invalid; nothing was written."""
+
+
 class DuplicateJob(EnqueueError):
     """``enqueue(unique_key=..., on_duplicate="raise")`` found a job with that key waiting.
 
@@ -104,6 +108,25 @@ class Snooze(JobControl):
             seconds = seconds.total_seconds()
         self.seconds = seconds
         super().__init__(seconds)
+
+
+class RateLimited(JobControl):
+    """The service the handler calls said "too many requests": pause the limit, retry later.
+
+    ``raise RateLimited(retry_after=30)`` (seconds or a timedelta, e.g. an HTTP 429's
+    ``Retry-After``): the job goes back to ready, due then, without using up an attempt, and
+    no other job of the same limit starts before then either. ``per`` says which limit pauses:
+    ``"key"`` (the task's jobs with this job's limit key), ``"task"`` or ``"queue"``; by
+    default the key's, or the task's for a job without a key. Only limited jobs (a declared
+    cap or rate, or a ``limit_key``) wait for a pause; see ``django_outbox.limits``.
+    """
+
+    def __init__(self, retry_after: float | datetime.timedelta, *, per: str | None = None) -> None:
+        if isinstance(retry_after, datetime.timedelta):
+            retry_after = retry_after.total_seconds()
+        self.retry_after = retry_after
+        self.per = per
+        super().__init__(retry_after)
 
 
 class Halt(JobControl):

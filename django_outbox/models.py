@@ -11,6 +11,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
+from .validation.text import WORKER_ID_MAX_LENGTH
+
 
 class JobStatus(models.TextChoices):
     """Where a job is in its life: ready -> running -> succeeded, or via retrying to failed.
@@ -129,7 +131,7 @@ class Job(models.Model):
     # lease cannot overwrite the new owner's state. A per-attempt idempotency key too.
     lease_token = models.UUIDField(_("lease token"), null=True, blank=True)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
-    worker_id = models.CharField(_("worker"), max_length=255, blank=True)
+    worker_id = models.CharField(_("worker"), max_length=WORKER_ID_MAX_LENGTH, blank=True)
     enqueued_at = models.DateTimeField(_("enqueued at"), db_default=Now())
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
@@ -167,6 +169,12 @@ class Job(models.Model):
     # The round of its queue in which a fair job is served: its key's previous waiting job's
     # round plus one, or the round being served now if that is later (fairness.py).
     fair_round = models.BigIntegerField(_("fair round"), null=True, blank=True)
+    # Under a concurrency cap or rate limit (django_outbox.limits): claimed by the limited
+    # claim alone, which counts each limit's use. The key that partitions per-key limits
+    # (enqueue(limit_key=...), else the fair key), "" for none; NULL for a job under no limit.
+    limit_key = models.CharField(  # noqa: DJ001 (NULL for none: the indexes leave those out)
+        _("limit key"), max_length=255, null=True, blank=True
+    )
     # Another job depends on this one: the retention pruner keeps it while that one waits.
     has_dependents = models.BooleanField(_("has dependents"), default=False, db_default=False)
     # What a Django task (django.tasks, via django_outbox.backends) returned.
@@ -183,6 +191,9 @@ class Job(models.Model):
         verbose_name = _("job")
         verbose_name_plural = _("jobs")
         ordering = ["-id"]
+        # Payloads, tracebacks and return values often hold personal data (e-mail addresses,
+        # names): the admin shows them only to users with this permission.
+        permissions = [("view_job_payload", _("Can view job payloads and tracebacks"))]
         indexes = [
             # The claim's filter and order, for workers of given queues. Partial: finished
             # jobs, however many, never enter it; nor fair jobs, which the fair claim takes
@@ -193,7 +204,7 @@ class Job(models.Model):
                 F("run_at"),
                 F("id"),
                 name="outbox_job_claim_queue",
-                condition=Q(status__in=CLAIMABLE, fair_key__isnull=True),
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=True, limit_key__isnull=True),
             ),
             # The same for workers of every queue.
             models.Index(
@@ -201,7 +212,7 @@ class Job(models.Model):
                 F("run_at"),
                 F("id"),
                 name="outbox_job_claim_any",
-                condition=Q(status__in=CLAIMABLE, fair_key__isnull=True),
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=True, limit_key__isnull=True),
             ),
             models.Index(
                 F("lease_expires_at"),
@@ -231,14 +242,33 @@ class Job(models.Model):
                 F("fair_round"),
                 F("id"),
                 name="outbox_job_fair_queue",
-                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False),
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False, limit_key__isnull=True),
             ),
             models.Index(
                 F("priority").desc(),
                 F("fair_round"),
                 F("id"),
                 name="outbox_job_fair_any",
-                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False),
+                condition=Q(status__in=CLAIMABLE, fair_key__isnull=False, limit_key__isnull=True),
+            ),
+            # The limited claim's filter and order (limited jobs are claimed apart, each limit's
+            # use counted), for workers of given queues and of every queue. Fair ones by round.
+            models.Index(
+                F("queue"),
+                F("priority").desc(),
+                F("fair_round"),
+                F("run_at"),
+                F("id"),
+                name="outbox_job_limited_queue",
+                condition=Q(status__in=CLAIMABLE, limit_key__isnull=False),
+            ),
+            models.Index(
+                F("priority").desc(),
+                F("fair_round"),
+                F("run_at"),
+                F("id"),
+                name="outbox_job_limited_any",
+                condition=Q(status__in=CLAIMABLE, limit_key__isnull=False),
             ),
             # An enqueue's look for the round being served and for its key's last round.
             models.Index(
@@ -269,17 +299,20 @@ class Job(models.Model):
                 name="outbox_job_pending",
                 condition=Q(status__in=PENDING),
             ),
-            # The admin's failed jobs of one task or queue, newest first: what an operator looks
-            # for. An entry only when a job fails; a task or queue without a status filter is
-            # listed along the primary key (fast for all but a few jobs among millions).
+            # The admin's failed jobs of one task or queue, the latest failure first: what an
+            # operator looks for (a job that fails again comes back to the top). An entry only
+            # when a job fails; a task or queue without a status filter is listed along the
+            # primary key (fast for all but a few jobs among millions).
             models.Index(
                 F("task_name"),
+                F("finished_at"),
                 F("id"),
                 name="outbox_job_failed_task",
                 condition=Q(status=JobStatus.FAILED),
             ),
             models.Index(
                 F("queue"),
+                F("finished_at"),
                 F("id"),
                 name="outbox_job_failed_queue",
                 condition=Q(status=JobStatus.FAILED),
@@ -300,10 +333,13 @@ class Job(models.Model):
                 name="outbox_job_finished_parents",
                 condition=Q(status__in=FINISHED, has_dependents=True),
             ),
-            # Retention pruning: the oldest finished jobs of a status, without a table scan.
+            # Retention pruning: the oldest finished jobs of a status, without a table scan;
+            # and the admin's list of one finished status by when the jobs finished (the failed
+            # list's order), with the id as the tie-break its keyset pages go by.
             models.Index(
                 F("status"),
                 F("finished_at"),
+                F("id"),
                 name="outbox_job_finished",
                 condition=Q(status__in=FINISHED),
             ),
@@ -376,6 +412,39 @@ class JobDependency(models.Model):
         return f"#{self.job_id} after #{self.depends_on_id}"
 
 
+class LimitState(models.Model):
+    """One limit's shared state: a rate limit's token bucket, and a pause.
+
+    One row per limit and key (a task's or a queue's, ``key`` "" for the whole task or queue),
+    created when first needed. The limited claim locks the rows of the limits it counts, in
+    order, so that claims of one limit take turns across every worker and host (SQLite's write
+    lock does it there), and takes its tokens in the same short transaction.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # "task" or "queue", its name, and the key of a per-key limit ("" for the whole).
+    kind = models.CharField(_("kind"), max_length=16)
+    name = models.CharField(_("name"), max_length=255)
+    key = models.CharField(_("key"), max_length=255, blank=True, default="")
+    # Times are seconds since the epoch by the database's clock (``database_seconds``): one
+    # clock for every worker, and arithmetic free of time zones and of SQLite's text dates.
+    # The bucket's tokens when last refilled (a start takes one; they refill at the rate).
+    tokens = models.FloatField(_("tokens"), null=True, blank=True)
+    refilled_at = models.FloatField(_("refilled at"), null=True, blank=True)
+    # RateLimited(retry_after=...): no job of the limit starts before then.
+    paused_until = models.FloatField(_("paused until"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("limit")
+        verbose_name_plural = _("limits")
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "name", "key"], name="outbox_limit_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}" + (f" [{self.key}]" if self.key else "")
+
+
 class CronState(models.Model):
     """What workers know of one cron entry: since when it runs, and the last tick enqueued.
 
@@ -412,7 +481,7 @@ class WorkerProcess(models.Model):
     dashboard and ``outbox_health`` call it stale, and other workers delete it later.
     """
 
-    worker_id = models.CharField(_("worker"), max_length=255, primary_key=True)
+    worker_id = models.CharField(_("worker"), max_length=WORKER_ID_MAX_LENGTH, primary_key=True)
     # A new token for every Worker.run(): a worker restarted under the same id takes the row
     # over, and the one it replaced cannot delete it on its way out.
     instance = models.UUIDField(_("instance"))
@@ -482,3 +551,145 @@ class Dashboard(Job):
         verbose_name = _("dashboard")
         verbose_name_plural = _("dashboard")
         default_permissions = ()
+
+
+class MessageStatus(models.TextChoices):
+    """Where a message is on its way to its broker: pending until confirmed, or blocked."""
+
+    # Waiting for a relay, or held by one (lease_token set) while it publishes.
+    PENDING = "pending", _("Pending")
+    # The broker refused it for good (too large, unroutable): its key's later messages wait
+    # behind it until the admin retries it or skips it.
+    BLOCKED = "blocked", _("Blocked")
+    # The broker confirmed it; kept only when OUTBOX["RELAY"]["RETENTION"] asks for it.
+    SENT = "sent", _("Sent")
+
+
+class MessageQuerySet(models.QuerySet["Message"]):
+    def unsent(self) -> MessageQuerySet:
+        """Messages the broker has not confirmed: pending or blocked."""
+        return self.exclude(status=MessageStatus.SENT)
+
+    def pending(self) -> MessageQuerySet:
+        return self.filter(status=MessageStatus.PENDING)
+
+    def blocked(self) -> MessageQuerySet:
+        return self.filter(status=MessageStatus.BLOCKED)
+
+    def sent(self) -> MessageQuerySet:
+        return self.filter(status=MessageStatus.SENT)
+
+
+class Message(models.Model):
+    """A message for a broker, written by ``publish()`` in the caller's transaction.
+
+    The relay (``django_outbox.relay``) publishes it after that commits, and deletes it once
+    the broker confirmed it. The id is a UUIDv7, time-ordered: it is the broker's message id
+    (consumers drop duplicates by it) and the order of a key's messages.
+    """
+
+    id = models.UUIDField(_("id"), primary_key=True)
+    # The broker's destination: an exchange's routing key, a stream, a subject, a Kafka topic.
+    topic = models.CharField(_("topic"), max_length=255)
+    # Messages with one key reach the broker in the order of their ids, one relay at a time;
+    # NULL (no key) travels in parallel. Kafka's partition key.
+    key = models.CharField(  # noqa: DJ001 (NULL for none: the key order's index leaves those out)
+        _("key"), max_length=255, null=True, blank=True
+    )
+    type = models.CharField(_("type"), max_length=255, blank=True, default="")
+    headers = PayloadField(_("headers"), default=dict, blank=True)
+    payload = PayloadField(_("payload"), null=True, blank=True)
+    # The name of its broker in OUTBOX["BROKERS"].
+    broker = models.CharField(_("broker"), max_length=100)
+    status = models.CharField(
+        _("status"), max_length=16, choices=MessageStatus.choices, default=MessageStatus.PENDING
+    )
+    created_at = models.DateTimeField(_("created at"), db_default=Now())
+    # Times the broker refused it (not outages: those cost nothing).
+    attempts = models.PositiveIntegerField(_("attempts"), default=0, db_default=0)
+    # A new token for every claim: the relay deletes or marks only rows that still carry its
+    # token, so a relay that lost its lease (paused past it) changes nothing.
+    lease_token = models.UUIDField(_("lease token"), null=True, blank=True)
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+    # While pending: publish no earlier than this (after a refusal the broker may take back).
+    available_at = models.DateTimeField(_("available at"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True, default="", db_default="")
+
+    objects = MessageQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
+        ordering = ["-id"]
+        indexes = [
+            # The relay's claim: pending messages in id order. Partial: sent ones, however
+            # many are kept, never enter it.
+            models.Index(
+                F("id"),
+                name="outbox_message_pending",
+                condition=Q(status=MessageStatus.PENDING),
+            ),
+            # The claim's check that no earlier message of a candidate's key holds it back
+            # (leased, blocked, or waiting for a retry): only such messages are in it, so the
+            # check reads a few entries however long the key's backlog.
+            models.Index(
+                F("broker"),
+                F("topic"),
+                F("key"),
+                F("id"),
+                name="outbox_message_key_holds",
+                condition=Q(key__isnull=False)
+                & (
+                    Q(lease_token__isnull=False)
+                    | Q(status=MessageStatus.BLOCKED)
+                    | Q(available_at__isnull=False)
+                ),
+            ),
+            # The admin's and outbox_health's blocked messages.
+            models.Index(
+                F("id"),
+                name="outbox_message_blocked",
+                condition=Q(status=MessageStatus.BLOCKED),
+            ),
+            # Retention pruning of sent messages.
+            models.Index(
+                F("sent_at"),
+                name="outbox_message_sent",
+                condition=Q(status=MessageStatus.SENT),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=MessageStatus.values), name="outbox_message_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.id}"
+
+
+class InboxEntry(models.Model):
+    """A message a consumer has handled (``receive_once``): its second delivery does nothing.
+
+    Written in the consumer's own transaction, with its effects: both commit or neither.
+    Pruned after ``OUTBOX["RELAY"]["INBOX_RETENTION"]`` seconds.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    consumer = models.CharField(_("consumer"), max_length=255)
+    message_id = models.CharField(_("message id"), max_length=255)
+    received_at = models.DateTimeField(_("received at"), db_default=Now())
+
+    class Meta:
+        verbose_name = _("inbox entry")
+        verbose_name_plural = _("inbox entries")
+        constraints = [
+            # The race's arbiter: of two deliveries in flight, the second waits for the first
+            # one's transaction and then finds the id taken.
+            models.UniqueConstraint(fields=["consumer", "message_id"], name="outbox_inbox_once")
+        ]
+        indexes = [models.Index(F("received_at"), name="outbox_inbox_received")]
+
+    def __str__(self) -> str:
+        return f"{self.consumer} {self.message_id}"

@@ -193,6 +193,10 @@ def _encode(value: Any, depth: int, ancestors: set[int]) -> JSONValue:
             return _encode_list(value, depth + 1, ancestors)
         finally:
             ancestors.discard(id(value))
+    if isinstance(value, decimal.Decimal) and not value.is_finite():
+        # Stored as text it would round-trip, but no handler expects it, and the README
+        # promises NaN and infinity are refused, as for floats.
+        raise _Refused(f"is {value!r}; NaN and infinity are refused, as for floats")
     for kind, tag, to_text in _ENCODERS:
         if isinstance(value, kind):
             return {tag: to_text(value)}

@@ -43,6 +43,10 @@ job_cancelled = Signal()
 #: The handler has run longer than its task's max_execute_time: ``seconds`` so far, and
 #: ``stack``, its thread's stack (text). Sent by the heartbeat, again each max_execute_time.
 job_stuck = Signal()
+#: Finished jobs were deleted by retention pruning (the worker's pruner, ``outbox_prune``):
+#: ``job_ids``, the ids deleted (a batch), and ``using``, their database. Sent after the
+#: deletion committed; the admin deletes its log entries of those jobs.
+jobs_pruned = Signal()
 
 
 def send(signal: Signal, sender: Any, **kwargs: Any) -> None:

@@ -116,8 +116,18 @@ def claims(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
         lease_seconds: float,
         paused_retries: Any = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Any = (),
     ) -> Any:
-        jobs = real_claim(db, worker_id, queues, limit, lease_seconds, paused_retries, kind)
+        jobs = real_claim(
+            db,
+            worker_id,
+            queues,
+            limit,
+            lease_seconds,
+            paused_retries,
+            kind,
+            excluded_queues=excluded_queues,
+        )
         seen.append((limit, len(jobs)))
         return jobs
 

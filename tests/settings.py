@@ -92,6 +92,13 @@ if os.environ.get("OUTBOX_TEST_PARENT_PID"):
 # A process test raises the prefetch of the worker processes it starts.
 if os.environ.get("OUTBOX_TEST_PREFETCH"):
     OUTBOX["PREFETCH"] = int(os.environ["OUTBOX_TEST_PREFETCH"])
+# A process test gives its workers brokers to relay to (JSON: OUTBOX["BROKERS"]), and the
+# relay's options.
+if os.environ.get("OUTBOX_TEST_BROKERS"):
+    import json
+
+    OUTBOX["BROKERS"] = json.loads(os.environ["OUTBOX_TEST_BROKERS"])
+    OUTBOX["RELAY"] = json.loads(os.environ.get("OUTBOX_TEST_RELAY", "{}"))
 # A process test gives its workers a cron entry (tests/cron/test_processes.py).
 if os.environ.get("OUTBOX_TEST_CRON"):
     OUTBOX["CRON"] = {
@@ -123,6 +130,11 @@ try:
         "non_atomic": {
             "BACKEND": "django_outbox.backends.OutboxBackend",
             "OPTIONS": {"ATOMIC": False},
+        },
+        # Retries opted in for every task of a backend.
+        "retrying": {
+            "BACKEND": "django_outbox.backends.OutboxBackend",
+            "OPTIONS": {"MAX_ATTEMPTS": 3},
         },
     }
 except ImportError:

@@ -27,6 +27,7 @@ from django_outbox.tasks import Task
 from django_outbox.worker.supervisor import Supervisor, WorkerOptions
 
 from . import tasks as bench_tasks
+from .bare import BARE_QUEUE, BareFloor, measure_bare_floor
 from .clients import rate_in_processes
 from .tables import bare_row_model, created, effect_model
 from .tasks import QUEUE, START_PORT_VARIABLE
@@ -56,7 +57,7 @@ def delete_jobs_of(*queues: str) -> None:
 
 
 def delete_bench_jobs() -> None:
-    delete_jobs_of(QUEUE, RETAINED_QUEUE)
+    delete_jobs_of(QUEUE, RETAINED_QUEUE, BARE_QUEUE)
     vacuum()
 
 
@@ -137,6 +138,17 @@ class Workers:
 
     supervisor: Supervisor
     thread: threading.Thread
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user and system) the worker processes have used so far (Linux)."""
+        ticks = 0
+        for pid in self.supervisor.pids:
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
+                # Fields after the command's closing parenthesis, from the state (field 3):
+                # utime and stime are fields 14 and 15.
+                fields = stat.read().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def peak_rss_mb(self) -> list[float]:
         """Each worker process's peak resident memory so far (Linux), in MB."""
@@ -287,6 +299,32 @@ def drain(
             raise RuntimeError(f"{count} atomic jobs succeeded but {written} wrote their row.")
     seconds: float = (span["last"] - span["first"]).total_seconds()
     return count / max(seconds, 1e-6)
+
+
+def drain_with_cpu(workers: Workers, count: int, task: Task) -> tuple[float, float]:
+    """``drain`` (jobs/s), and the worker processes' CPU microseconds per job while it ran."""
+    before = workers.cpu_seconds()
+    rate = drain(count, task)
+    return rate, (workers.cpu_seconds() - before) / count * 1e6
+
+
+def bare_floors(count: int, processes: int, threads: int) -> tuple[BareFloor, BareFloor]:
+    """The bare-Django floor of ``count`` atomic jobs (bare.py), and the handler's INSERT alone,
+    on job rows of a queue no worker serves."""
+    db = using()
+    floors = []
+    for with_update in (True, False):
+        with transaction.atomic(using=db):
+            ids = list(
+                enqueue_many(
+                    bench_tasks.noop, [{"n": n} for n in range(count)], queue=BARE_QUEUE
+                ).ids
+            )
+        floors.append(measure_bare_floor(ids, processes, threads, with_update=with_update))
+        effect_model()._default_manager.using(db).all().delete()
+        delete_jobs_of(BARE_QUEUE)
+    vacuum()
+    return floors[0], floors[1]
 
 
 def measure_latency(samples: int, concurrency: int, pause: float = 0.02) -> list[float]:

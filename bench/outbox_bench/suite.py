@@ -50,7 +50,7 @@ class BenchConfig:
     parts: tuple[str, ...] = PARTS
 
 
-#: The targets of the performance issue, as (figure, at least/at most, value).
+#: The targets the bench checks, as (figure, at least/at most, value): docs/performance.md.
 TARGETS: dict[str, dict[str, tuple[str, float]]] = {
     "postgresql": {
         "enqueue_per_s": (">=", 1_400),
@@ -60,9 +60,16 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
         "enqueue_1_client_cost_vs_raw": ("<=", 1.1),
         "bulk_enqueue_per_s": (">=", 60_000),
         "drain_per_s": (">=", 20_000),
-        "drain_vs_claim100_floor": (">=", 0.25),
+        "drain_vs_claim100_floor": (">=", 0.35),
+        "drain_cpu_us_per_job": ("<=", 40),
+        "enqueue_cost_vs_atomic_raw": ("<=", 1.05),
+        "enqueue_1_client_cost_vs_atomic_raw": ("<=", 1.05),
         "atomic_drain_per_s": (">=", 2_500),
         "atomic_drain_vs_insert_floor": (">=", 0.60),
+        "atomic_drain_vs_atomic_job_floor": (">=", 0.65),
+        "atomic_drain_vs_bare_django": (">=", 0.85),
+        "atomic_drain_cpu_us_per_job": ("<=", 350),
+        "atomic_queue_cpu_us_per_job": ("<=", 120),
         "fair_drain_vs_unkeyed": (">=", 0.75),
         "fair_interleaved_drain_vs_unkeyed": (">=", 0.75),
         "latency_p50_ms": ("<=", 1.5),
@@ -109,14 +116,20 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
             for clients, suffix in ((config.enqueue_clients, ""), (1, "_1_client")):
                 rates = measure.measure_enqueue(config.enqueue_jobs, clients)
                 enqueued, bare, raw = rates["enqueue"], rates["create"], rates["raw"]
+                atomic_raw = rates["atomic_raw"]
                 figure(f"enqueue{suffix}_per_s", "jobs/s").runs.append(enqueued)
                 figure(f"bare_create{suffix}_per_s", "rows/s").runs.append(bare)
                 figure(f"raw_insert{suffix}_per_s", "rows/s").runs.append(raw)
                 figure(f"enqueue{suffix}_cost_vs_create", "x").runs.append(bare / enqueued)
+                figure(f"raw_insert_in_atomic{suffix}_per_s", "rows/s").runs.append(atomic_raw)
                 figure(f"enqueue{suffix}_cost_vs_raw", "x").runs.append(raw / enqueued)
+                figure(f"enqueue{suffix}_cost_vs_atomic_raw", "x").runs.append(
+                    atomic_raw / enqueued
+                )
                 log(
                     f"run {run}: enqueue {enqueued:,.0f}/s, bare create {bare:,.0f}/s, "
-                    f"raw INSERT {raw:,.0f}/s ({clients} client{'s' if clients > 1 else ''})"
+                    f"raw INSERT {raw:,.0f}/s, raw INSERT in atomic() {atomic_raw:,.0f}/s "
+                    f"({clients} client{'s' if clients > 1 else ''})"
                 )
         if "bulk" in parts:
             bulk = measure.measure_bulk_enqueue(config.jobs, config.bulk_batch)
@@ -131,16 +144,12 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
         ):
             for run in range(1, config.runs + 1):
                 if "drain" in parts:
-                    rate = measure.drain(config.jobs, bench_tasks.noop)
+                    rate, cpu = measure.drain_with_cpu(workers, config.jobs, bench_tasks.noop)
                     figure("drain_per_s", "jobs/s").runs.append(rate)
-                    log(f"run {run}: drain (atomic=False) {rate:,.0f}/s")
+                    figure("drain_cpu_us_per_job", "us").runs.append(cpu)
+                    log(f"run {run}: drain (atomic=False) {rate:,.0f}/s, {cpu:.0f} us CPU/job")
                 if "atomic" in parts:
-                    rate = measure.drain(config.jobs, bench_tasks.write_atomic)
-                    figure("atomic_drain_per_s", "jobs/s").runs.append(rate)
-                    log(f"run {run}: drain (atomic=True, one INSERT) {rate:,.0f}/s")
-                    rate = measure.drain(config.jobs, bench_tasks.noop_atomic)
-                    figure("atomic_noop_drain_per_s", "jobs/s").runs.append(rate)
-                    log(f"run {run}: drain (atomic=True, no write) {rate:,.0f}/s")
+                    _atomic(config, workers, figure, log, run)
                 if "fair" in parts:
                     _fair(config, figure, log, run)
             if "large-table" in parts:
@@ -178,6 +187,37 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
         "floor": floor,
         "targets": _check_targets(vendor, figures),
     }
+
+
+def _atomic(
+    config: BenchConfig,
+    workers: measure.Workers,
+    figure: Callable[[str, str], measure.Figure],
+    log: Callable[[str], None],
+    run: int,
+) -> None:
+    """Atomic drains (one INSERT, and none) with the workers' CPU per job, beside the
+    bare-Django floor of the same writes and the handler's INSERT alone (bare.py)."""
+    rate, cpu = measure.drain_with_cpu(workers, config.jobs, bench_tasks.write_atomic)
+    figure("atomic_drain_per_s", "jobs/s").runs.append(rate)
+    figure("atomic_drain_cpu_us_per_job", "us").runs.append(cpu)
+    log(f"run {run}: drain (atomic=True, one INSERT) {rate:,.0f}/s, {cpu:.0f} us CPU/job")
+    bare, handler = measure.bare_floors(config.jobs, config.processes, config.concurrency)
+    figure("bare_django_per_s", "jobs/s").runs.append(bare.per_s)
+    figure("bare_django_cpu_us_per_job", "us").runs.append(bare.cpu_us_per_job)
+    figure("handler_alone_cpu_us_per_job", "us").runs.append(handler.cpu_us_per_job)
+    figure("atomic_drain_vs_bare_django", "x").runs.append(rate / bare.per_s)
+    figure("atomic_queue_cpu_us_per_job", "us").runs.append(cpu - handler.cpu_us_per_job)
+    log(
+        f"run {run}: bare Django (INSERT + job UPDATE per transaction) {bare.per_s:,.0f}/s, "
+        f"{bare.cpu_us_per_job:.0f} us CPU/job; the handler's INSERT alone "
+        f"{handler.cpu_us_per_job:.0f} us CPU/job; the queue's own share "
+        f"{cpu - handler.cpu_us_per_job:.0f} us"
+    )
+    rate, cpu = measure.drain_with_cpu(workers, config.jobs, bench_tasks.noop_atomic)
+    figure("atomic_noop_drain_per_s", "jobs/s").runs.append(rate)
+    figure("atomic_noop_drain_cpu_us_per_job", "us").runs.append(cpu)
+    log(f"run {run}: drain (atomic=True, no write) {rate:,.0f}/s, {cpu:.0f} us CPU/job")
 
 
 def _fair(

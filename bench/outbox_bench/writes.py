@@ -25,7 +25,7 @@ def using() -> str:
 
 
 #: The kinds of single-row write the enqueue figures compare, in the order they run.
-WRITE_KINDS = ("raw", "create", "enqueue")
+WRITE_KINDS = ("raw", "atomic_raw", "create", "enqueue")
 
 
 #: SQLite's clock, as Django's Now() reads it.
@@ -55,6 +55,9 @@ def write_one(kind: str) -> Callable[[int], None]:
     ``Model.objects.create()`` of a row of the same width. ``raw``: the job's INSERT on the
     driver's cursor of Django's connection between BEGIN and COMMIT: the database's own cost,
     with the job table's indexes and trigger, and no Python of Django's or ours.
+    ``atomic_raw``: the same INSERT on a cursor of Django's connection inside
+    ``transaction.atomic()``, as a view writes raw SQL: what enqueue costs beyond it is ours,
+    since ``atomic()`` itself is Django's.
     """
     db = using()
     if kind == "enqueue":
@@ -81,6 +84,17 @@ def write_one(kind: str) -> Callable[[int], None]:
                 cursor.close()
 
         return insert_one
+    if kind == "atomic_raw":
+        connection = connections[db]
+        sql = _raw_insert_sql(connection.vendor).replace("?", "%s")
+        task_name = bench_tasks.noop.name
+
+        def insert_in_atomic(number: int) -> None:
+            with transaction.atomic(using=db), connection.cursor() as cursor:
+                cursor.execute(sql, (task_name, QUEUE, json.dumps({"n": number})))
+                cursor.fetchall()
+
+        return insert_in_atomic
     bare_row = bare_row_model()
 
     def create_one(number: int) -> None:

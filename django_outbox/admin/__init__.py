@@ -6,9 +6,14 @@ May import anything below it (the base modules, ``db``, ``jobs``, ``tasks``, ``c
 
 from django.contrib import admin
 
-from ..models import Dashboard, Job
+from ..models import Dashboard, Job, Message
+from ..signals import jobs_pruned
 from .dashboard import DashboardAdmin
+from .history import forget_pruned_jobs
 from .job_admin import JobAdmin
+from .message_admin import MessageAdmin
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(Dashboard, DashboardAdmin)
+admin.site.register(Message, MessageAdmin)
+jobs_pruned.connect(forget_pruned_jobs, dispatch_uid="django_outbox.admin.forget_pruned_jobs")

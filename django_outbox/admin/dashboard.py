@@ -13,35 +13,22 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils.http import urlencode
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..cron import CronStatus, schedule
 from ..models import Dashboard, Job, JobStatus
-from ..stats.overview import DAY, DEPTH_STATUSES, HOUR, Activity, dashboard
+from ..stats.overview import COUNTS, DAY, HOUR, Activity, dashboard
 from ..worker.registration import Registered
 from .charts import activity_chart
+from .times import duration_text
 
 if TYPE_CHECKING:
     DashboardModelAdmin = admin.ModelAdmin[Dashboard]
 else:
     # ModelAdmin is generic only in the type stubs.
     DashboardModelAdmin = admin.ModelAdmin
-
-
-def duration_text(seconds: float | None) -> str:
-    """``42 s``, ``7 min``, ``3 h 5 min``, ``2 d 4 h``; an empty string for None."""
-    if seconds is None:
-        return ""
-    seconds = max(0, round(seconds))
-    if seconds < 120:
-        return f"{seconds} s"
-    minutes = seconds // 60
-    if minutes < 120:
-        return f"{minutes} min"
-    hours = minutes // 60
-    if hours < 48:
-        return f"{hours} h {minutes % 60} min"
-    return f"{hours // 24} d {hours % 24} h"
 
 
 def _summary(activity: Activity) -> str:
@@ -85,6 +72,8 @@ def _worker(worker: Registered) -> dict[str, Any]:
     row = worker.row
     if worker.stale:
         state = _("stale: no heartbeat for %(age)s") % {"age": duration_text(worker.heartbeat_age)}
+    elif worker.late:
+        state = _("heartbeat late: last %(age)s ago") % {"age": duration_text(worker.heartbeat_age)}
     elif worker.in_error_for is not None:
         state = _("in error for %(age)s") % {"age": duration_text(worker.in_error_for)}
     else:
@@ -103,7 +92,7 @@ def _worker(worker: Registered) -> dict[str, Any]:
         "jobs_failed_text": f"{row.jobs_failed:,}",
         "state": state,
         "healthy": worker.healthy,
-        "in_error": worker.in_error_for is not None,
+        "in_error": worker.in_error_for is not None or worker.late,
         "last_error": row.last_error,
         "last_error_at": row.last_error_at,
     }
@@ -127,12 +116,11 @@ class DashboardAdmin(DashboardModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         options = self.model._meta
+        info = f"{options.app_label}_{options.model_name}"
         return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name=f"{options.app_label}_{options.model_name}_changelist",
-            )
+            path("", self.admin_site.admin_view(self.changelist_view), name=f"{info}_changelist"),
+            # The page's live part alone, which its script fetches every REFRESH_SECONDS.
+            path("live/", self.admin_site.admin_view(self.live_view), name=f"{info}_live"),
         ]
 
     def changelist_view(
@@ -140,22 +128,6 @@ class DashboardAdmin(DashboardModelAdmin):
     ) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        figures = dashboard()
-        queues = []
-        for queue in figures.queues:
-            hour, day = queue.activity[HOUR.name], queue.activity[DAY.name]
-            queues.append(
-                {
-                    "name": queue.name,
-                    "depth": [f"{queue.depth[status]:,}" for status in DEPTH_STATUSES],
-                    "oldest_due": duration_text(queue.oldest_due_age),
-                    "hour_summary": _summary(hour),
-                    "day_summary": _summary(day),
-                    "failing": bool(sum(hour.failed)),
-                    "hour_chart": activity_chart(hour, label=f"{queue.name}: last hour"),
-                    "day_chart": activity_chart(day, label=f"{queue.name}: last day"),
-                }
-            )
         context = {
             **self.admin_site.each_context(request),
             "title": _("Queue dashboard"),
@@ -164,14 +136,95 @@ class DashboardAdmin(DashboardModelAdmin):
             # The charts want the page's width; and Django 6 marks breadcrumbs up as a list.
             "is_nav_sidebar_enabled": False,
             "ordered_breadcrumbs": django.VERSION >= (6, 0),
-            "job_opts": Job._meta,
-            "now": figures.now,
-            "statuses": [status.label for status in DEPTH_STATUSES],
-            "queues": queues,
-            "live_workers": [_worker(worker) for worker in figures.live_workers],
-            "stale_workers": [_worker(worker) for worker in figures.stale_workers],
-            # No query without cron entries; two with.
-            "cron_entries": [_cron_entry(status, figures.now) for status in schedule()],
+            "refresh_seconds": REFRESH_SECONDS,
+            **live_context(),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/django_outbox/dashboard.html", context)
+
+    def live_view(self, request: HttpRequest) -> HttpResponse:
+        """The dashboard's figures alone (warnings, queues, tasks, workers, periodic tasks)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        # admin_view marks the response never to be cached.
+        return TemplateResponse(request, "admin/django_outbox/dashboard_live.html", live_context())
+
+
+#: Seconds between the dashboard's refreshes of its figures.
+REFRESH_SECONDS = 10
+
+
+def _counts(counts: dict[str, int], filters: dict[str, str]) -> list[dict[str, Any]]:
+    """Each count with the query string of the job list it stands for."""
+    return [
+        {
+            "name": name,
+            "value": counts[name],
+            "text": f"{counts[name]:,}",
+            "query": urlencode({**filters, **COUNT_FILTERS[name]}),
+        }
+        for name in COUNTS
+    ]
+
+
+#: The job list's filters behind each count.
+COUNT_FILTERS = {
+    "failed": {"status__exact": JobStatus.FAILED},
+    "due": {"waiting": "due"},
+    "scheduled": {"waiting": "scheduled"},
+    "running": {"status__exact": JobStatus.RUNNING},
+    "halted": {"status__exact": JobStatus.HALTED},
+}
+#: The counts' column headings.
+COUNT_LABELS = {
+    "failed": gettext_lazy("Failed"),
+    "due": gettext_lazy("Due"),
+    "scheduled": gettext_lazy("Scheduled"),
+    "running": gettext_lazy("Running"),
+    "halted": gettext_lazy("Halted"),
+}
+
+
+def live_context() -> dict[str, Any]:
+    """What the dashboard's live part shows, as of now."""
+    figures = dashboard()
+    queues = []
+    for queue in figures.queues:
+        hour, day = queue.activity[HOUR.name], queue.activity[DAY.name]
+        hour_summary, day_summary = _summary(hour), _summary(day)
+        queues.append(
+            {
+                "name": queue.name,
+                "query": urlencode({"queue": queue.name}),
+                "counts": _counts(queue.counts, {"queue": queue.name}),
+                "oldest_due": duration_text(queue.oldest_due_age),
+                "hour_summary": hour_summary,
+                "day_summary": day_summary,
+                "failing": bool(sum(hour.failed)),
+                "hour_chart": activity_chart(
+                    hour, label=f"{queue.name}, last hour: {hour_summary}"
+                ),
+                "day_chart": activity_chart(day, label=f"{queue.name}, last day: {day_summary}"),
+            }
+        )
+    tasks = [
+        {
+            "name": task.name,
+            "query": urlencode({"task_name": task.name}),
+            "counts": _counts(task.counts, {"task_name": task.name}),
+        }
+        for task in figures.tasks
+    ]
+    live_workers = [_worker(worker) for worker in figures.live_workers]
+    return {
+        "job_opts": Job._meta,
+        "now": figures.now,
+        "count_labels": [COUNT_LABELS[name] for name in COUNTS],
+        "queues": queues,
+        "tasks": tasks,
+        "live_workers": live_workers,
+        "stale_workers": [_worker(worker) for worker in figures.stale_workers],
+        "workers_in_error": [worker for worker in live_workers if worker["in_error"]],
+        # No query without cron entries; two with.
+        "cron_entries": [_cron_entry(status, figures.now) for status in schedule()],
+    }

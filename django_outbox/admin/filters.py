@@ -16,12 +16,13 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import BooleanField, Field, Model, Q, QuerySet
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Now
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from .. import django_task_jobs
 from ..conf import get_settings
-from ..models import FINISHED, PENDING, JobStatus
+from ..models import CLAIMABLE, FINISHED, PENDING, JobStatus
 from ..tasks.registry import get_task, registered_names
 
 
@@ -196,3 +197,44 @@ class SchedulingFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         condition = self.conditions.get(str(self.value()))
         return queryset if condition is None else queryset.filter(condition)
+
+
+def listed_status(request: HttpRequest) -> str | None:
+    """The one status the list is filtered by (``?status__exact=failed``), or None."""
+    return status_of(request.GET.getlist("status__exact"))
+
+
+def status_of(values: list[str]) -> str | None:
+    """The status of the status filter's parameter values, if one."""
+    if len(values) == 1 and values[0] in JobStatus.values:
+        return values[0]
+    return None
+
+
+def ordering_for(status: str | None) -> list[str]:
+    """The list's order when none is asked for: failed jobs by when they failed (an old job
+    that fails again comes back to the top, not among the old ids), others newest first."""
+    if status == JobStatus.FAILED:
+        return ["-finished_at", "-id"]
+    return ["-id"]
+
+
+class WaitingFilter(admin.SimpleListFilter):
+    """Ready or retrying jobs whose time has come (due), or has not (scheduled): the dashboard's
+    "due" and "scheduled" counts link here."""
+
+    title = _("waiting")
+    parameter_name = "waiting"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("due", _("Due (to run now)")), ("scheduled", _("Scheduled (to run later)"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value not in ("due", "scheduled"):
+            return queryset
+        # The pending index's condition too (status, id): the page is read along it.
+        waiting = queryset.filter(_status_condition(CLAIMABLE), _status_condition(PENDING))
+        if value == "due":
+            return waiting.filter(run_at__lte=Now())
+        return waiting.filter(run_at__gt=Now())

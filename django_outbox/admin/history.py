@@ -8,7 +8,7 @@ attempt that succeeded, runs now or was cancelled comes from the row itself; ope
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib.admin.models import LogEntry
@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 from ..models import Job, JobStatus
+from .summary import first_line
 
 #: The most operator actions a job's page lists (the newest).
 ACTIONS_SHOWN = 50
@@ -55,14 +56,21 @@ def _when(value: Any) -> datetime.datetime | None:
 def attempts(job: Job) -> list[Event]:
     """Every attempt the job's row records, oldest first."""
     events = []
+    cancelled_entries = 0
     recorded = job.errors if isinstance(job.errors, list) else []
     for entry in recorded:
         if not isinstance(entry, dict):
             continue
+        if entry.get("event") == "cancelled":
+            # A cancel requested while the attempt ran: the entry says what became of it.
+            what = gettext("attempt %(attempt)s cancelled")
+            cancelled_entries += 1
+        else:
+            what = gettext("attempt %(attempt)s failed")
         events.append(
             Event(
                 at=_when(entry.get("at")),
-                what=gettext("attempt %(attempt)s failed") % {"attempt": entry.get("attempt")},
+                what=what % {"attempt": entry.get("attempt")},
                 started_at=_when(entry.get("started_at")),
                 worker=str(entry.get("worker") or ""),
                 error=str(entry.get("error") or ""),
@@ -75,6 +83,9 @@ def attempts(job: Job) -> list[Event]:
         JobStatus.RUNNING: gettext("attempt %(attempt)s running"),
         JobStatus.CANCELLED: gettext("attempt %(attempt)s cancelled"),
     }.get(job.status)  # type: ignore[call-overload]
+    if job.status == JobStatus.CANCELLED and cancelled_entries:
+        # The entry of the cancelled attempt is its line already.
+        outcome = None
     if outcome is not None and job.started_at is not None:
         events.append(
             Event(
@@ -107,9 +118,28 @@ def _sort_key(event: Event) -> datetime.datetime:
     return moment or datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
 
 
-def history(job: Job) -> list[Event]:
-    """Attempts and operators' actions together, oldest first."""
-    return sorted([*attempts(job), *operator_actions(job)], key=_sort_key)
+#: Where an operator's payload edit names the payload it replaced (job_views.edit_payload_view).
+PAYLOAD_BEFORE = " The payload before: "
+
+
+def history(job: Job, *, details: bool = True) -> list[Event]:
+    """Attempts and operators' actions together, oldest first.
+
+    Without ``details`` (a user without the payload permission), each error is its first line,
+    with no traceback, and operators' actions do not name the payloads they replaced.
+    """
+    events = sorted([*attempts(job), *operator_actions(job)], key=_sort_key)
+    if details:
+        return events
+    return [
+        replace(
+            event,
+            what=event.what.partition(PAYLOAD_BEFORE)[0],
+            error=first_line(event.error),
+            traceback="",
+        )
+        for event in events
+    ]
 
 
 def _duration(event: Event) -> str:
@@ -159,3 +189,12 @@ def render(events: list[Event]) -> SafeString:
         gettext("error"),
         rows,
     )
+
+
+def forget_pruned_jobs(sender: Any, job_ids: list[int], **kwargs: Any) -> None:
+    """Delete the admin log's entries of jobs the retention pruner deleted (``jobs_pruned``):
+    the log would otherwise outgrow the jobs it is about, and keep their payloads."""
+    LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(Job),
+        object_id__in=[str(job_id) for job_id in job_ids],
+    ).delete()

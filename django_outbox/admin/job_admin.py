@@ -14,30 +14,44 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
-from django.db import OperationalError
+from django.core.exceptions import PermissionDenied
+from django.db import OperationalError, connections
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Lower, Substr
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from django.utils.text import Truncator, format_lazy
-from django.utils.timesince import timesince
+from django.utils.text import format_lazy
 from django.utils.translation import gettext, ngettext_lazy
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from .. import django_task_jobs
 from ..conf import get_settings
+from ..db import reports_for
 from ..db.time_limits import is_time_limit, query_time_limit
 from ..jobs.control import cancel_jobs, resume_jobs
 from ..jobs.transitions import RETRYABLE, retry_failed
-from ..models import CANCELLABLE, CLAIMABLE, Job, JobStatus
-from . import history, job_views
-from .filters import QueueFilter, SchedulingFilter, StatusFilter, TaskFilter
-from .paging import JobPaginator, ShownCount, count_text
+from ..models import CANCELLABLE, CLAIMABLE, FINISHED, Job, JobStatus
+from . import bulk, history, job_views, times
+from .filters import (
+    QueueFilter,
+    SchedulingFilter,
+    StatusFilter,
+    TaskFilter,
+    WaitingFilter,
+    listed_status,
+    ordering_for,
+    status_of,
+)
+from .paging import AFTER_VAR, Cursor, JobPaginator, Ordering, ShownCount, more_than_text
+from .permissions import may_read_payload
+from .summary import first_line, shown_error, summary_html, when_html
 
 if TYPE_CHECKING:
     JobModelAdmin = admin.ModelAdmin[Job]
@@ -73,8 +87,8 @@ STATUS_COLOURS = {
 }
 #: The most jobs the delete confirmation names (it counts the others).
 DELETE_LISTED = 100
-#: How much of the last error the list reads: its first line is shown.
-ERROR_HEAD_LENGTH = 200
+#: How much of the last error the list reads: its first line is shown, this much on hover.
+ERROR_HEAD_LENGTH = 500
 
 
 class JobChangeList(ChangeList):
@@ -101,6 +115,15 @@ class JobChangeList(ChangeList):
                 django_task_path=django_task_jobs.path_expression(),
             )
         )
+        ordered_by = {str(field).lstrip("-") for field in jobs.query.order_by}
+        if (
+            "finished_at" in ordered_by
+            and listed_status(request) in FINISHED
+            and not reports_for(connections[jobs.db]).infers_partial_index_conditions
+        ):
+            # The condition of the (status, finished_at, id) index, which the status filter
+            # implies: SQLite uses a partial index only for a query that repeats it.
+            jobs = jobs.filter(status__in=FINISHED)
         return jobs
 
     def get_ordering_field(self, field_name: Any) -> Any:
@@ -110,24 +133,129 @@ class JobChangeList(ChangeList):
             return None
         return super().get_ordering_field(field_name)
 
+    #: Whether the list is paged by key (``?after=``): more jobs than the count counts.
+    by_key = False
+    #: The query string of the next page by key; None on the last page.
+    next_page_query: str | None = None
+    #: The query string of the list's first page (without ``?after=``).
+    first_page_query = ""
+    #: Whether this page is one after another (``?after=`` given).
+    after_cursor = False
+
+    def filter_bar(self) -> list[dict[str, Any]]:
+        """The filters as the bar above the list shows them: each its title, its selected
+        choice's text and its choices (the admin's column of filters beside the list left the
+        list too little width for one line a job)."""
+        bar = []
+        for spec in self.filter_specs:
+            choices = list(spec.choices(self))
+            selected = next((choice for choice in choices if choice.get("selected")), None)
+            bar.append(
+                {
+                    "title": spec.title,
+                    "active": selected is not None and selected is not choices[0],
+                    "selected": selected["display"] if selected else "",
+                    "choices": choices,
+                }
+            )
+        return bar
+
+    def _get_default_ordering(self) -> list[str]:
+        # What the column headers mark as the order: the admin's get_ordering(request), which
+        # Django's ChangeList does not ask here.
+        return ordering_for(status_of(self.filter_params.get("status__exact", [])))
+
+    def get_filters_params(self, params: Any = None) -> dict[str, Any]:
+        lookup_params: dict[str, Any] = super().get_filters_params(params)
+        # The page's place, not a filter.
+        lookup_params.pop(AFTER_VAR, None)
+        return lookup_params
+
+    def get_query_string(self, new_params: Any = None, remove: Any = None) -> str:
+        # A filter, a sort or a search link starts again at the first page.
+        return str(super().get_query_string(new_params, [*(remove or ()), AFTER_VAR]))
+
     def get_results(self, request: HttpRequest) -> None:
-        super().get_results(request)
-        paginator = self.paginator
-        if isinstance(paginator, JobPaginator) and not paginator.exact:
-            # "about 1,000,000 jobs", "Select all about 1,000,000 jobs" in the templates.
-            self.result_count = ShownCount(self.result_count, count_text(paginator))
+        paginator = self.model_admin.get_paginator(request, self.queryset, self.list_per_page)
+        assert isinstance(paginator, JobPaginator)
+        ordering = Ordering.of(self.queryset)
+        cursor = Cursor.decode(request.GET.get(AFTER_VAR, ""))
+        self.first_page_query = self.get_query_string()
+        if ordering is None or not (AFTER_VAR in request.GET or not paginator.exact):
+            self._get_numbered_results(paginator)
+            return
+        # Paged by key: the page after the cursor, one job more to know if another page follows.
+        jobs = self.queryset if cursor is None else self.queryset.filter(ordering.after(cursor))
+        rows = list(jobs[: self.list_per_page + 1])
+        full = len(rows) > self.list_per_page
+        rows = rows[: self.list_per_page]
+        if full:
+            self.next_page_query = self.get_query_string(
+                {AFTER_VAR: ordering.cursor(rows[-1]).encode()}
+            )
+        if paginator.exact:
+            count = ShownCount(paginator.count, number_format(paginator.count, force_grouping=True))
+        elif cursor is None and not full:
+            # The count was stopped, but the first page holds every job.
+            count = ShownCount(len(rows), number_format(len(rows), force_grouping=True))
+        else:
+            known = paginator.count_limit if paginator.counted is not None else len(rows)
+            count = ShownCount(known + 1, more_than_text(known))
+        self.by_key = True
+        self.after_cursor = cursor is not None
+        self.result_count = count
+        self.full_result_count = None
+        self.show_full_result_count = False
+        self.show_admin_actions = True
+        self.result_list = rows
+        self.can_show_all = False
+        self.multi_page = full or cursor is not None
+        self.paginator = paginator
+
+    def _get_numbered_results(self, paginator: JobPaginator) -> None:
+        """Django's pages by number, for a list counted exactly: a page past the last (jobs
+        deleted since the link was made) shows the last, keeping the search and filters."""
+        result_count = paginator.count
+        multi_page = result_count > self.list_per_page
+        can_show_all = result_count <= self.list_max_show_all
+        if (self.show_all and can_show_all) or not multi_page:
+            result_list: Any = self.queryset._clone()
+        else:
+            self.page_num = min(max(self.page_num, 1), paginator.num_pages)
+            result_list = paginator.page(self.page_num).object_list
+        self.result_count = (
+            result_count
+            if paginator.exact
+            else ShownCount(result_count, more_than_text(paginator.count_limit))
+        )
+        self.full_result_count = None
+        self.show_full_result_count = False
+        self.show_admin_actions = True
+        self.result_list = result_list
+        self.can_show_all = can_show_all
+        self.multi_page = multi_page
+        self.paginator = paginator
+
+
+def _holds_nul(request: HttpRequest) -> bool:
+    """Whether a query parameter of ``request`` (its name or a value) contains NUL."""
+    return any(
+        "\x00" in name or any("\x00" in value for value in values)
+        for name, values in request.GET.lists()
+    )
 
 
 class JobAdmin(JobModelAdmin):
+    # One line a job at 1280 px with the sidebar open: long texts are clipped (the whole in
+    # their tooltip), times are relative with the clock time to the second beside them.
     list_display = (
         "id",
+        "status_display",
         "task_display",
         "queue",
-        "status_display",
         "age_display",
         "attempts_display",
-        "run_at",
-        "finished_at",
+        "when_display",
         "last_error_short",
     )
     # Every choice is known without reading the table (admin_filters).
@@ -135,11 +263,13 @@ class JobAdmin(JobModelAdmin):
         ("status", StatusFilter),
         ("queue", QueueFilter),
         ("task_name", TaskFilter),
+        WaitingFilter,
         SchedulingFilter,
     )
     # Facet counts would count every job of every choice at each request.
     show_facets = admin.ShowFacets.NEVER
-    # Only the primary key orders the list along an index; a sort by another column would sort
+    # Only columns an index orders the list by are sortable (get_sortable_by): the primary key,
+    # and for a list of one finished status, when the jobs finished. Another column would sort
     # the whole table (the date hierarchy, which read enqueued_at's days, is gone for that too).
     sortable_by = ("id",)
     paginator = JobPaginator
@@ -160,8 +290,10 @@ class JobAdmin(JobModelAdmin):
     list_per_page = 50
     show_full_result_count = False
     actions = ("retry_selected", "cancel_selected", "resume_selected", "delete_selected")
-    # What an operator reads first (status, error, history) at the top; what enqueue asked of
-    # the scheduler folded away.
+    # The page opens on its first screen (the summary line, the error, the actions:
+    # first_screen.html); then what the job is, its history, its payload; what enqueue asked of
+    # the scheduler folded away. Without the payload permission, get_fieldsets leaves out the
+    # payload and shows the history without errors' details.
     fieldsets = (
         (
             None,
@@ -177,7 +309,6 @@ class JobAdmin(JobModelAdmin):
                 )
             },
         ),
-        (_("Errors"), {"fields": ("last_error_display", "traceback_display")}),
         (_("History"), {"fields": ("history_display",)}),
         (
             _("Payload"),
@@ -203,7 +334,33 @@ class JobAdmin(JobModelAdmin):
         ),
     )
     # Every field shown is read-only: jobs change through the actions, never the form.
-    readonly_fields = tuple(flatten_fieldsets(fieldsets))
+    readonly_fields = (*flatten_fieldsets(fieldsets), "history_without_details_display")
+
+    def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
+        if may_read_payload(request):
+            return self.fieldsets
+        return [
+            (name, {**options, "fields": [_without_details(str(f)) for f in options["fields"]]})
+            for name, options in self.fieldsets
+            if name != _("Payload")
+        ]
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        if may_read_payload(request):
+            return self.list_display
+        # The error's first line without the start of the rest in its tooltip.
+        return [
+            "last_error_first_line" if name == "last_error_short" else name
+            for name in self.list_display
+        ]
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # The admin log's messages hold payloads ("The payload before: ...").
+        if not may_read_payload(request):
+            raise PermissionDenied
+        return super().history_view(request, object_id, extra_context)
 
     # Jobs change only through the queue's own transitions; the admin inspects and retries.
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -215,6 +372,15 @@ class JobAdmin(JobModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList
+
+    def get_sortable_by(self, request: HttpRequest) -> tuple[str, ...]:
+        if listed_status(request) in FINISHED:
+            # (status, finished_at, id) and the failed jobs' (task or queue, finished_at, id).
+            return ("id", "when_display")
+        return ("id",)
+
+    def get_ordering(self, request: HttpRequest) -> list[str | Combinable]:
+        return [*ordering_for(listed_status(request))]
 
     def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         # A running job's worker holds it: deleted under it, its attempt's work would be lost
@@ -233,7 +399,8 @@ class JobAdmin(JobModelAdmin):
         views = {
             "edit_payload": ("edit-payload", job_views.edit_payload_view, False),
             "retry": ("retry", job_views.retry_view, True),
-            "cancel": ("cancel", job_views.cancel_view, True),
+            # GET asks for confirmation.
+            "cancel": ("cancel", job_views.cancel_view, False),
         }
         info = (self.opts.app_label, self.opts.model_name)
         return [
@@ -280,11 +447,15 @@ class JobAdmin(JobModelAdmin):
             "show_save_as_new": False,
         }
         if job is not None:
+            readable = may_read_payload(request)
             context.update(
                 outbox_can_act=self.has_change_permission(request, job),
                 outbox_retryable=job.status in RETRYABLE,
                 outbox_cancellable=job.status in CANCELLABLE
                 or (job.status == JobStatus.RUNNING and not job.cancel_requested),
+                outbox_may_read_payload=readable,
+                outbox_summary=summary_html(job, timezone.now(), self.status_display(job)),
+                outbox_error=shown_error(job, may_read_details=readable),
             )
         return super().change_view(request, object_id, form_url, context)
 
@@ -390,6 +561,12 @@ class JobAdmin(JobModelAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        if _holds_nul(request):
+            # PostgreSQL's text cannot hold NUL: the filter's query would fail (a 500), and no
+            # job can match it anyway. Other control characters are text like any other.
+            return HttpResponseBadRequest(
+                _("A filter or search of this list contains a NUL character; no job can match it.")
+            )
         # Only a search can make the list's queries slow enough to need a limit: without one,
         # a limit that fired would fire again on the page the user is sent back to.
         if request.method != "GET" or not request.GET.get(SEARCH_VAR, "").strip():
@@ -455,9 +632,15 @@ class JobAdmin(JobModelAdmin):
         else:
             path = django_task_jobs.path_of(job.task_name, job.payload)
         if not path:
-            return job.task_name
+            return format_html(
+                '<span class="outbox-clip outbox-task" title="{}">{}</span>',
+                job.task_name,
+                job.task_name,
+            )
         return format_html(
-            '{} <span class="outbox-django-task" title="{}">({})</span>',
+            '<span class="outbox-clip outbox-task" title="{}">{} '
+            '<span class="outbox-django-task" title="{}">({})</span></span>',
+            path,
             path,
             job.task_name,
             gettext("Django task"),
@@ -465,10 +648,21 @@ class JobAdmin(JobModelAdmin):
 
     @admin.display(description=_("age"))
     def age_display(self, job: Job) -> str:
-        """How long ago the job was enqueued."""
+        """How long ago the job was enqueued; when, to the second, in the tooltip."""
         if job.enqueued_at is None:
             return "-"
-        return timesince(job.enqueued_at, timezone.now(), depth=1)
+        return format_html(
+            '<time datetime="{}" title="{}">{}</time>',
+            job.enqueued_at.isoformat(),
+            times.full_text(job.enqueued_at),
+            times.duration_text((timezone.now() - job.enqueued_at).total_seconds()),
+        )
+
+    @admin.display(description=_("when"), ordering="finished_at")
+    def when_display(self, job: Job) -> SafeString:
+        """What happened last or happens next, and when: "failed 4 min ago 14:03:27",
+        "runs in 58 min", "started 12 s ago"."""
+        return when_html(job, timezone.now())
 
     @admin.display(description=_("depends on"))
     def dependencies_display(self, job: Job) -> str:
@@ -498,15 +692,30 @@ class JobAdmin(JobModelAdmin):
 
     @admin.display(description=_("last error"))
     def last_error_short(self, job: Job) -> str:
-        """The first line of the last error (the list reads only its start)."""
+        """The first line of the last error, clipped to the column; the start of the error
+        (what the list reads of it) in the tooltip."""
         head = getattr(job, "last_error_head", None)
-        text = job.last_error if head is None else head
-        first = text.strip().split("\n", 1)[0] if text else ""
-        return Truncator(first).chars(100)
+        text = (job.last_error if head is None else head).strip()
+        if not text:
+            return ""
+        cut = head is not None and len(head) >= ERROR_HEAD_LENGTH
+        return format_html(
+            '<span class="outbox-clip outbox-error" title="{}{}">{}</span>',
+            text,
+            "…" if cut else "",
+            first_line(text),
+        )
 
     @admin.display(description=_("last error"))
-    def last_error_display(self, job: Job) -> str:
-        return format_html("<pre>{}</pre>", job.last_error) if job.last_error else "-"
+    def last_error_first_line(self, job: Job) -> str:
+        """The first line of the last error, clipped to the column, and nothing more."""
+        head = getattr(job, "last_error_head", None)
+        line = first_line(job.last_error if head is None else head)
+        if not line:
+            return ""
+        return format_html(
+            '<span class="outbox-clip outbox-error" title="{}">{}</span>', line, line
+        )
 
     @admin.display(description=_("payload"))
     def payload_display(self, job: Job) -> str:
@@ -520,14 +729,16 @@ class JobAdmin(JobModelAdmin):
     def return_value_display(self, job: Job) -> str:
         return "-" if job.return_value is None else _json_block(job.return_value)
 
-    @admin.display(description=_("traceback"))
-    def traceback_display(self, job: Job) -> str:
-        return format_html("<pre>{}</pre>", job.last_traceback) if job.last_traceback else "-"
-
     @admin.display(description=_("history"))
     def history_display(self, job: Job) -> SafeString:
         """Every attempt (when, which worker, how long, which error) and operators' actions."""
         return history.render(history.history(job))
+
+    @admin.display(description=_("history"))
+    def history_without_details_display(self, job: Job) -> SafeString:
+        """The history with each error's first line only, and operators' actions without the
+        payloads they name."""
+        return history.render(history.history(job, details=False))
 
     def _report(self, request: HttpRequest, count: int, message: Any, level: int) -> None:
         """Tell the user what an action did to ``count`` jobs, if it did anything.
@@ -539,12 +750,26 @@ class JobAdmin(JobModelAdmin):
             self.message_user(request, message % {"count": count}, level)
 
     @admin.action(permissions=["change"], description=_("Retry selected failed or cancelled jobs"))
-    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> Any:
+        if request.POST.get("select_across") == "1" and not bulk.confirmed(request):
+            # Every failed job the list matches: perhaps thousands at once.
+            return bulk.confirmation(
+                self,
+                request,
+                queryset,
+                title=gettext("Retry every job the list matches?"),
+                consequence=gettext(
+                    "Each failed or cancelled job among them will be ready to run now, with one "
+                    "more attempt; the others are left as they are."
+                ),
+                button=gettext("Yes, retry them"),
+            )
         selected = queryset.count()
-        retried = retry_failed(queryset)
+        retried = bulk.act_in_chunks(queryset, Q(status__in=RETRYABLE), retry_failed)
+        bulk.log_changes(request, retried, gettext("Retried."))
         self._report(
             request,
-            retried,
+            len(retried),
             ngettext_lazy(
                 "%(count)d job is ready to run again.",
                 "%(count)d jobs are ready to run again.",
@@ -554,7 +779,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            selected - retried,
+            selected - len(retried),
             ngettext_lazy(
                 "%(count)d selected job was not retried: only failed or cancelled jobs can be.",
                 "%(count)d selected jobs were not retried: only failed or cancelled jobs can be.",
@@ -562,14 +787,36 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+        return None
 
-    @admin.action(permissions=["change"], description=_("Cancel selected jobs"))
-    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    @admin.action(permissions=["change"], description=_("Cancel selected jobs…"))
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> Any:
+        if not bulk.confirmed(request):
+            return bulk.confirmation(
+                self,
+                request,
+                queryset,
+                title=gettext("Cancel the selected jobs?"),
+                consequence=gettext(
+                    "Jobs that wait will not run; running ones are asked to stop, and end as "
+                    "cancelled at their worker's next heartbeat. Finished jobs are left as they "
+                    "are."
+                ),
+                button=gettext("Yes, cancel them"),
+            )
         selected = queryset.count()
-        cancelled, requested = cancel_jobs(queryset)
+        changed = bulk.act_in_chunks(
+            queryset,
+            Q(status__in=CANCELLABLE) | Q(status=JobStatus.RUNNING, cancel_requested=False),
+            cancel_jobs,
+        )
+        cancelled = [job for job in changed if job.status != JobStatus.RUNNING]
+        requested = [job for job in changed if job.status == JobStatus.RUNNING]
+        bulk.log_changes(request, cancelled, gettext("Cancelled."))
+        bulk.log_changes(request, requested, gettext("Asked the running job to stop."))
         self._report(
             request,
-            cancelled,
+            len(cancelled),
             ngettext_lazy(
                 "%(count)d job was cancelled: it will not run.",
                 "%(count)d jobs were cancelled: they will not run.",
@@ -579,7 +826,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            requested,
+            len(requested),
             ngettext_lazy(
                 "%(count)d running job was asked to stop; it ends as cancelled when its worker "
                 "sees the request (at its next heartbeat).",
@@ -591,7 +838,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            selected - cancelled - requested,
+            selected - len(changed),
             ngettext_lazy(
                 "%(count)d selected job was not cancelled: it had finished, or was already asked "
                 "to stop.",
@@ -601,14 +848,16 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+        return None
 
     @admin.action(permissions=["change"], description=_("Resume selected halted jobs"))
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         selected = queryset.count()
-        resumed = resume_jobs(queryset)
+        resumed = bulk.act_in_chunks(queryset, Q(status=JobStatus.HALTED), resume_jobs)
+        bulk.log_changes(request, resumed, gettext("Resumed without data."))
         self._report(
             request,
-            resumed,
+            len(resumed),
             ngettext_lazy(
                 "%(count)d halted job is ready to run again (resumed without data).",
                 "%(count)d halted jobs are ready to run again (resumed without data).",
@@ -618,7 +867,7 @@ class JobAdmin(JobModelAdmin):
         )
         self._report(
             request,
-            selected - resumed,
+            selected - len(resumed),
             ngettext_lazy(
                 "%(count)d selected job was not resumed: only halted jobs can be.",
                 "%(count)d selected jobs were not resumed: only halted jobs can be.",
@@ -626,6 +875,10 @@ class JobAdmin(JobModelAdmin):
             ),
             messages.WARNING,
         )
+
+
+def _without_details(field: str) -> str:
+    return "history_without_details_display" if field == "history_display" else field
 
 
 def _running_not_deleted(count: int) -> str:

@@ -26,10 +26,11 @@ from django.utils.translation import gettext_lazy as _
 from ..exceptions import EnqueueError, JobNotFound, JobStateError, PayloadDecodeError
 from ..jobs.control import cancel_jobs
 from ..jobs.transitions import RETRYABLE, retry_failed
-from ..models import Job
+from ..models import Job, JobStatus
 from ..serialization import MAX_PAYLOAD_SIZE
 from ..tasks.enqueue import retry_with_payload
 from ..tasks.registry import get_task
+from .permissions import may_read_payload
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -104,6 +105,9 @@ def edit_payload_view(model_admin: JobAdmin, request: HttpRequest, object_id: st
     if not isinstance(found, Job):
         return found
     job = found
+    if not may_read_payload(request):
+        # The form shows the payload.
+        raise PermissionDenied
     if request.method == "POST":
         form = PayloadForm(request.POST)
         if form.is_valid():
@@ -175,11 +179,21 @@ def retry_view(model_admin: JobAdmin, request: HttpRequest, object_id: str) -> H
 
 
 def cancel_view(model_admin: JobAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """Cancel the job, or ask its worker to stop it if it runs (POST only)."""
+    """Ask whether to cancel the job (GET); cancel it, or ask its worker to stop it if it runs
+    (POST, from that page)."""
     found = _job_or_redirect(model_admin, request, object_id)
     if not isinstance(found, Job):
         return found
     job = found
+    if request.method != "POST":
+        context = {
+            **model_admin.admin_site.each_context(request),
+            "opts": model_admin.opts,
+            "original": job,
+            "title": gettext("Cancel job %(id)s?") % {"id": job.pk},
+            "running": job.status == JobStatus.RUNNING,
+        }
+        return TemplateResponse(request, "admin/django_outbox/job/cancel.html", context)
     cancelled, requested = cancel_jobs(model_admin.get_queryset(request).filter(pk=job.pk))
     if cancelled:
         model_admin.log_change(request, job, gettext("Cancelled."))

@@ -1,29 +1,39 @@
-"""Paging the job list without counting a million rows.
+"""Paging the job list without counting a million rows, and without a wrong number.
 
 Django's paginator counts every job the list matches (``SELECT COUNT(*)``), a scan of the table
-or of an index at each request. Here the count stops at ``JobPaginator.count_limit``: a list
-with more jobs pages through its first ``count_limit`` (the newest, at the default order), and
-says about how many it holds: PostgreSQL's estimate for the query (its planner's, from the
-table's statistics), or "more than" the limit where the database has none (SQLite).
+or of an index at each request. Here the count stops at ``JobPaginator.count_limit``: a list with
+fewer jobs is counted exactly and paged by number, as Django pages; a list with more says "more
+than 10,000 jobs" (what is known, never an estimate) and pages by key instead: each page the jobs
+after the previous page's last one in the list's order (``?after=``), a "Next" link while pages
+are full. Such a page is read along the index that orders the list, so the millionth job is as
+quick to reach as the first.
 
 On PostgreSQL the count also stops after ``count_time_limit`` seconds, for a filter no index
-serves (a queue or task with few jobs among millions: the count reads the whole table to find
-them), and the list shows the estimate instead.
+serves (a search of error messages, a queue with few jobs among millions: the count reads the
+whole table to find them); the list then says what its first page shows ("more than 50") and
+pages by key.
 """
 
 from __future__ import annotations
 
+import datetime
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from django.core.paginator import Paginator
 from django.db import OperationalError, connections
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
 from django.utils.formats import number_format
+from django.utils.html import escape
 from django.utils.translation import gettext
 
 from ..db import reports_for
 from ..db.time_limits import is_time_limit, query_time_limit
+
+#: The query parameter of a page by key: the previous page's last job, as ``Cursor.encode``s.
+AFTER_VAR = "after"
 
 
 def estimated_rows(queryset: QuerySet[Any]) -> int | None:
@@ -32,12 +42,12 @@ def estimated_rows(queryset: QuerySet[Any]) -> int | None:
 
 
 class JobPaginator(Paginator):  # type: ignore[type-arg]
-    """Count up to ``count_limit`` jobs; past it, page through those and estimate the rest."""
+    """Count up to ``count_limit`` jobs; past it (or when the count is stopped), say so."""
 
-    #: The most jobs counted exactly, and the most a list pages through.
+    #: The most jobs counted exactly: a list with more is paged by key.
     count_limit = 10_000
 
-    #: Seconds the count may take on PostgreSQL before the list shows the estimate instead.
+    #: Seconds the count may take on PostgreSQL before the list is paged by key instead.
     count_time_limit = 0.05
 
     @cached_property
@@ -50,7 +60,7 @@ class JobPaginator(Paginator):  # type: ignore[type-arg]
         # read every row's.
         bounded = object_list.order_by().values("pk")[: self.count_limit + 1]
         if not reports_for(connections[bounded.db]).estimates_rows:
-            # No estimate to fall back on (and no time limit that nests in a search's).
+            # No time limit that nests in a search's (SQLite's is a progress handler).
             return int(bounded.count())
         try:
             with query_time_limit(bounded.db, self.count_time_limit):
@@ -66,43 +76,94 @@ class JobPaginator(Paginator):  # type: ignore[type-arg]
         return self.counted is not None and self.counted <= self.count_limit
 
     @cached_property
-    def estimate(self) -> int | None:
-        """How many jobs the list matches: exactly, estimated, or None (more than the limit)."""
-        if self.exact:
-            return self.counted
-        estimate = estimated_rows(self.object_list)  # type: ignore[arg-type]
-        if estimate is None:
-            return None
-        # The planner's statistics may lag: never less than what was counted.
-        return max(estimate, self.counted or 1)
-
-    @cached_property
     def count(self) -> int:
-        """The jobs the pages hold: every one, or at most ``count_limit``."""
+        """The jobs counted: every one, or ``count_limit`` (the list then pages by key)."""
         if self.exact:
             return self.counted  # type: ignore[return-value]
-        return self.count_limit if self.estimate is None else min(self.estimate, self.count_limit)
+        return self.count_limit
 
 
-def count_text(paginator: Paginator) -> str:  # type: ignore[type-arg]
-    """The number of jobs a list matches, as the list shows it: "12", "about 1,000,000"."""
-    if not isinstance(paginator, JobPaginator) or paginator.exact:
-        return number_format(paginator.count, force_grouping=True)
-    if paginator.estimate is None:
-        return gettext("more than %(count)s") % {
-            "count": number_format(paginator.count_limit, force_grouping=True)
-        }
-    return gettext("about %(count)s") % {
-        "count": number_format(paginator.estimate, force_grouping=True)
-    }
+def more_than_text(count: int) -> str:
+    return gettext("more than %(count)s") % {"count": number_format(count, force_grouping=True)}
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """A list order that a page by key can follow: an optional column, then the id, each
+    ascending or descending (Django adds the id descending to an order by a column)."""
+
+    #: ``finished_at`` or None (the id alone).
+    column: str | None
+    descending: bool
+    id_descending: bool
+
+    @classmethod
+    def of(cls, queryset: QuerySet[Any]) -> Ordering | None:
+        """The order of ``queryset`` if pages by key can follow it, else None."""
+        fields = [str(field) for field in queryset.query.order_by]
+        keys: list[tuple[str, bool]] = []
+        for field in fields:
+            name = field.lstrip("-").replace("pk", "id")
+            # A column named again (the default order after the one clicked) sorts nothing more.
+            if name not in (key for key, _ in keys):
+                keys.append((name, field.startswith("-")))
+        if keys and keys[0][0] == "id":
+            return cls(None, keys[0][1], keys[0][1])
+        if len(keys) >= 2 and keys[0][0] == "finished_at" and keys[1][0] == "id":
+            return cls("finished_at", keys[0][1], keys[1][1])
+        return None
+
+    def after(self, cursor: Cursor) -> Q:
+        """The jobs after ``cursor`` in this order."""
+        past_id = Q(**{f"pk__{'lt' if self.id_descending else 'gt'}": cursor.id})
+        if self.column is None:
+            return past_id
+        if cursor.value is None:
+            # A finished job without its time (none is written so): the ids that follow.
+            return Q(**{f"{self.column}__isnull": True}) & past_id
+        beyond, within = ("lt", "lte") if self.descending else ("gt", "gte")
+        # The range first, so that the index's scan starts at the cursor; then the tie-break.
+        return Q(**{f"{self.column}__{within}": cursor.value}) & (
+            Q(**{f"{self.column}__{beyond}": cursor.value})
+            | (Q(**{self.column: cursor.value}) & past_id)
+        )
+
+    def cursor(self, job: Any) -> Cursor:
+        value = getattr(job, self.column) if self.column else None
+        return Cursor(int(job.pk), value)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last job of a page: its id, and its value of the ordering column if any."""
+
+    id: int
+    value: datetime.datetime | None = None
+
+    def encode(self) -> str:
+        return f"{self.id}" if self.value is None else f"{self.id}_{self.value.isoformat()}"
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor | None:
+        """The cursor ``text`` encodes, or None if it is not one (a hand-edited URL)."""
+        key, _, value = text.partition("_")
+        if not key.isdecimal() or int(key) >= 2**63:
+            return None
+        if not value:
+            return cls(int(key))
+        try:
+            moment = parse_datetime(value)
+        except ValueError:
+            return None
+        return None if moment is None else cls(int(key), moment)
 
 
 class ShownCount(int):
-    """A count that the admin's templates show as a text ("about 1,000,000").
+    """A count that the admin's templates show as a text ("more than 10,000").
 
-    The changelist's templates print ``cl.result_count`` ("Select all 12 jobs", "12 jobs") and
-    use it as a number (plural forms, comparisons). An int whose text is the estimate serves
-    both, without copying the admin's templates (which change between Django versions).
+    The changelist's templates print ``cl.result_count`` ("12 jobs") and use it as a number
+    (plural forms, comparisons). An int whose text is what is known serves both, without
+    copying the admin's templates (which change between Django versions).
     """
 
     text: str
@@ -117,6 +178,4 @@ class ShownCount(int):
 
     def __html__(self) -> str:
         # Django's number formatting marks an int safe as it is: the text is escaped here.
-        from django.utils.html import escape
-
         return str(escape(self.text))

@@ -13,13 +13,32 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core.checks import CheckMessage
+from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Q
+from django.db.models.functions import Now
 
-from ..models import Job
+from ..models import Job, JobStatus
 from .fair_rounds import ROUNDS_SQL, rounds_params, served_round
 
 if TYPE_CHECKING:
     from ..claimed import ClaimedJob
+
+
+def held_rows(jobs: Sequence[ClaimedJob]) -> Q:
+    """The rows of ``jobs`` still held by their attempts (same lease token, still running)."""
+    condition = Q()
+    for job in jobs:
+        condition |= Q(pk=job.id, lease_token=job.lease_token)
+    return condition & Q(status=JobStatus.RUNNING)
+
+
+def _database_time_in(seconds: float) -> models.Expression:
+    """The database's current time plus ``seconds``, as an expression."""
+    return models.ExpressionWrapper(
+        Now() + models.Value(datetime.timedelta(seconds=seconds)),
+        output_field=models.DateTimeField(),
+    )
 
 
 class ClaimKind(enum.Enum):
@@ -31,10 +50,67 @@ class ClaimKind(enum.Enum):
     FULL = "full"
     #: Fair jobs (enqueue(fair_key=...)) alone, by round.
     FAIR = "fair"
+    #: Jobs under a concurrency cap or rate limit (a limit key): chosen by
+    #: ``django_outbox.limits``, which counts each limit's use, then claimed by id.
+    LIMITED = "limited"
+
+
+@dataclass(frozen=True)
+class LimitedCandidate:
+    """A runnable limited job, as the limited claim weighs it."""
+
+    id: int
+    task_name: str
+    queue: str
+    limit_key: str
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Limited jobs a claim passes over: those of the tasks and queues in ``tasks`` and
+    ``queues`` (a limit of the whole is used up or paused), and of the (name, key) pairs in
+    ``task_keys`` and ``queue_keys`` (a per-key limit is)."""
+
+    tasks: frozenset[str] = frozenset()
+    queues: frozenset[str] = frozenset()
+    task_keys: frozenset[tuple[str, str]] = frozenset()
+    queue_keys: frozenset[tuple[str, str]] = frozenset()
 
 
 #: What a statement gave: the number of rows it changed, and the rows it returned.
 Result = tuple[int, list[Sequence[Any]]]
+
+#: The longest a worker's own statements (claims, heartbeats, rescues, completions, pruning)
+#: wait for another transaction's lock, whatever the heartbeat interval...
+WORKER_LOCK_WAIT_MAX_SECONDS = 5.0
+#: ...and the shortest: a lock held for less than this is a busy moment, not a fault.
+WORKER_LOCK_WAIT_MIN_SECONDS = 1.0
+
+
+def application_name_of(worker_id: str) -> str:
+    """The name a worker gives its own connections (PostgreSQL keeps 63 bytes of it)."""
+    return f"outbox {worker_id}".encode()[:63].decode(errors="ignore")
+
+
+def worker_lock_wait_seconds(heartbeat_seconds: float) -> float:
+    """How long a worker beating every ``heartbeat_seconds`` lets its own statements wait
+    for a lock: at most a heartbeat (a lease spans at least three), within the bounds above."""
+    return max(WORKER_LOCK_WAIT_MIN_SECONDS, min(heartbeat_seconds, WORKER_LOCK_WAIT_MAX_SECONDS))
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What extending a worker's leases found out about its jobs."""
+
+    # Taken over by another worker (the lease expired and was rescued), or gone.
+    lost: frozenset[int] = frozenset()
+    # Asked to stop by cancel(): their leases are no longer extended.
+    cancel_requested: frozenset[int] = frozenset()
+    # Still this worker's, but their rows were locked by another transaction (an operator's
+    # SELECT ... FOR UPDATE, a caller's open transaction): skipped, extended at a later beat.
+    locked: frozenset[int] = frozenset()
+    # Among ``locked``: those whose lease has run out meanwhile, by the database's clock.
+    expired: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -121,17 +197,92 @@ class DatabaseQueries:
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         """Claim up to ``limit`` runnable jobs of ``kind`` of ``queues`` (all queues when
-        empty), leaving retrying jobs of the ``paused_retries`` queues (see ``pacing``)."""
+        empty) but ``excluded_queues``, leaving retrying jobs of the ``paused_retries`` queues
+        (see ``pacing``)."""
+        raise NotImplementedError
+
+    def claim_chosen(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        ids: Sequence[int],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        """Claim the jobs ``ids`` that are still runnable (the limited claim chose them), as
+        ``claim`` claims; jobs another worker took meanwhile are left out."""
+        raise NotImplementedError
+
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+    ) -> list[LimitedCandidate]:
+        """Return up to ``limit`` runnable limited jobs of ``queues`` in the limited claim's
+        order, passing over those ``held_back`` names and retrying jobs of ``paused_retries``
+        (``limited.limited_candidates`` serves databases that read its SQL as written)."""
+        raise NotImplementedError
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        """Return the database's clock now, in seconds since the epoch: the clock that leases
+        and ``run_at`` are compared with, the same for every worker."""
         raise NotImplementedError
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
         """Which of the claims that take more than plain jobs would find some due now in
-        ``queues``: FULL (jobs with a lock key or dependencies, where ``plain_claims``), FAIR."""
+        ``queues`` but ``excluded_queues``: FULL (jobs with a lock key or dependencies, where
+        ``plain_claims``), FAIR, LIMITED."""
         raise NotImplementedError
+
+    def extend_leases(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], lease_seconds: float
+    ) -> Heartbeat:
+        """Extend the leases of ``jobs`` (held by this worker), except those cancel() asked to
+        stop and, where rows are locked one by one, those another transaction has locked.
+
+        This default serves a database with one writer at a time (SQLite): the statement waits
+        for the write lock (under the busy timeout), then no row can be locked by anyone else.
+        """
+        held = Job.objects.using(connection.alias).filter(held_rows(jobs))
+        extended = held.filter(cancel_requested=False).update(
+            lease_expires_at=_database_time_in(lease_seconds)
+        )
+        if extended == len(jobs):
+            return Heartbeat()
+        still_held = self.still_held(connection, jobs)
+        return Heartbeat(
+            lost=frozenset({job.id for job in jobs} - still_held.keys()),
+            cancel_requested=frozenset(
+                pk for pk, (requested, _expired) in still_held.items() if requested
+            ),
+        )
+
+    def still_held(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
+    ) -> dict[int, tuple[bool, bool]]:
+        """Of ``jobs``, those whose attempt still holds the row (without waiting for locks):
+        by id, whether cancel() asked it to stop and whether its lease has run out."""
+        rows = (
+            Job.objects.using(connection.alias)
+            .filter(held_rows(jobs))
+            .annotate(
+                expired=models.ExpressionWrapper(
+                    Q(lease_expires_at__lte=Now()), output_field=models.BooleanField()
+                )
+            )
+            .values_list("pk", "cancel_requested", "expired")
+        )
+        return {job_id: (requested, bool(expired)) for job_id, requested, expired in rows}
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
@@ -140,7 +291,8 @@ class DatabaseQueries:
     def mark_many_succeeded(
         self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
     ) -> set[int]:
-        """Mark ``jobs`` succeeded; return the ids of those whose lease still held."""
+        """Mark ``jobs`` succeeded, but those cancel() asked to stop and (where rows are
+        locked one by one) those another transaction has locked; return the ids marked."""
         raise NotImplementedError
 
     def insert_job(self, connection: BaseDatabaseWrapper, job: Job) -> None:
@@ -214,6 +366,20 @@ class DatabaseQueries:
     def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
         """Set up a worker thread's connection (once per connection or process)."""
 
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
+        """Make every statement on ``connection``, a connection that runs only the worker's
+        own statements, wait at most ``seconds`` for another transaction's lock (once per
+        connection). The lock error that follows is a database error like any other: the
+        loop that ran it backs off and tries again. Where the database lists its sessions,
+        the connection is named after ``worker_id`` (``application_name_of``), so that
+        ``outbox_health`` can tell what a late worker waits for.
+
+        This default serves SQLite, whose only wait, for the write lock, is bounded by the
+        busy timeout already (Django's ``OPTIONS["timeout"]``, 5 s by default).
+        """
+
     def write_transaction(self, connection: BaseDatabaseWrapper) -> AbstractContextManager[None]:
         """Return a transaction for code that reads rows and then writes them."""
         raise NotImplementedError
@@ -247,6 +413,8 @@ class DatabaseQueries:
         on_enqueue: Callable[[str], None],
         stop: threading.Event,
         retry_seconds: float,
+        channel: str = "django_outbox",
     ) -> None:
-        """Call ``on_enqueue(queue)`` for enqueues in other processes until ``stop`` is set."""
+        """Call ``on_enqueue(queue)`` for enqueues in other processes until ``stop`` is set;
+        ``channel`` names another kind of announcement (the relay's messages)."""
         raise NotImplementedError(f"{self.vendor} cannot announce enqueues to other processes.")

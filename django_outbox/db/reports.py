@@ -46,6 +46,21 @@ class DeadRows:
     vacuumed_ago: float | None
 
 
+@dataclass(frozen=True)
+class LockWait:
+    """A session of a worker waiting for a lock: what it waits for, how long, on what."""
+
+    application_name: str
+    #: The wait event, as "type/event" (PostgreSQL's ``wait_event_type``/``wait_event``).
+    wait: str
+    #: Seconds since the statement began.
+    seconds: float
+    #: The start of the statement that waits.
+    statement: str
+    #: The sessions that hold the lock it waits for (process ids).
+    blocked_by: tuple[int, ...] = ()
+
+
 class DatabaseReports:
     """The readers' SQL for one database, behind one interface."""
 
@@ -56,6 +71,11 @@ class DatabaseReports:
     #: Whether ``estimated_rows`` gives an estimate (else None), so that a count that takes
     #: too long can give way to it.
     estimates_rows: ClassVar[bool] = False
+    #: Whether the planner sees for itself that a filter implies a partial index's condition
+    #: (``status = 'failed'`` implies ``status IN ('succeeded', 'failed', 'cancelled')``).
+    #: Where it does not (SQLite), a query spells the condition out to use the index; where it
+    #: does, the spelled-out condition may steer the planner to the wider index.
+    infers_partial_index_conditions: ClassVar[bool] = False
 
     def seconds_between(self, start: str, end: str) -> str:
         """SQL for the seconds from column ``start`` to column ``end``, as a float."""
@@ -103,6 +123,13 @@ class DatabaseReports:
     def dead_rows(self, connection: BaseDatabaseWrapper, table: str) -> DeadRows | None:
         """``table``'s dead rows (``has_vacuum`` databases); None before any statistics."""
         raise NotImplementedError
+
+    def lock_waits(
+        self, connection: BaseDatabaseWrapper, application_names: Sequence[str]
+    ) -> list[LockWait]:
+        """The sessions named ``application_names`` (workers' own connections) waiting for a
+        lock now; empty where the database cannot tell (SQLite)."""
+        return []
 
 
 def nearest_rank_durations(

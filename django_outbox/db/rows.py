@@ -42,9 +42,10 @@ DEPENDENCY_CONDITION = f"""
           WHERE dependency.job_id = candidate.id
             AND (parent.id IS NULL OR parent.status <> '{JobStatus.SUCCEEDED}')
       ))"""
-#: Fair jobs are claimed apart (the FAIR claim), in their own order.
+#: Fair jobs are claimed apart (the FAIR claim), in their own order; limited jobs (a limit
+#: key) by the limited claim, which counts each limit's use.
 NOT_FAIR = """
-      AND candidate.fair_key IS NULL"""
+      AND candidate.fair_key IS NULL AND candidate.limit_key IS NULL"""
 #: What a full claim adds to its pick of runnable rows.
 PICK_CONDITIONS = NOT_FAIR + LINE_CONDITION + DEPENDENCY_CONDITION
 #: What a plain claim adds instead: it leaves keyed and dependent jobs to a full claim, and
@@ -56,14 +57,25 @@ PLAIN_PICK = (
 )
 #: Keyed or dependent jobs that a full claim could consider now (none of them fair: constraint
 #: outbox_job_fair_alone).
-SPECIAL_WAITING = "(lock_key IS NOT NULL OR has_dependencies)"
+SPECIAL_WAITING = "(lock_key IS NOT NULL OR has_dependencies) AND limit_key IS NULL"
 #: The claim's order: priority, then due time, then enqueue order.
 CLAIM_ORDER = "priority DESC, run_at, id"
 #: The fair claim's: priority, then round (fairness.py), then enqueue order. A fair job has
 #: neither a lock key nor dependencies (constraint outbox_job_fair_alone): no conditions.
 FAIR_PICK = """
-      AND candidate.fair_key IS NOT NULL"""
+      AND candidate.fair_key IS NOT NULL AND candidate.limit_key IS NULL"""
 FAIR_ORDER = "priority DESC, fair_round, id"
+
+#: The limited claim's candidates: limited jobs, fair ones by round, their lock keys' lines and
+#: dependencies checked (``django_outbox.limits`` then counts each limit's use).
+LIMITED_PICK = (
+    """
+      AND candidate.limit_key IS NOT NULL"""
+    + LINE_CONDITION
+    + DEPENDENCY_CONDITION
+)
+LIMITED_ORDER = "priority DESC, fair_round, run_at, id"
+CLAIMS_LIMITED = (LIMITED_PICK, LIMITED_ORDER)
 
 #: Each claim's conditions and order.
 CLAIMS = {

@@ -17,6 +17,7 @@ from django.db.models import Q
 
 from ..conf import get_settings
 from ..db import retry_while_locked
+from ..django_task_jobs import of_task
 from ..exceptions import JobNotFound, JobStateError
 from ..models import FINISHED, Job, JobStatus
 from .transitions import RETAINED, RETRYABLE, database_time_in, prune_finished, retry_failed
@@ -60,7 +61,7 @@ def jobs_to_retry(
     if queue:
         jobs = jobs.filter(queue=queue)
     if task:
-        jobs = jobs.filter(task_name=task)
+        jobs = jobs.filter(of_task(task))
     return jobs.filter(status__in=RETRYABLE)
 
 
@@ -98,12 +99,30 @@ def prune_retention(
     return {key: older_than if status in statuses else None for status, key in RETAINED}
 
 
+def selection(queues: Sequence[str] = (), task: str | None = None) -> Q | None:
+    """The jobs of ``queues`` (any when empty) and of ``task`` (an outbox task's name or a
+    Django task's module path; any when None), or None for every job."""
+    only = Q()
+    if queues:
+        only &= Q(queue__in=sorted(set(queues)))
+    if task is not None:
+        only &= of_task(task)
+    return only or None
+
+
 def prune_candidates(
-    older_than: float, statuses: Sequence[str] = FINISHED, *, using: str | None = None
+    older_than: float,
+    statuses: Sequence[str] = FINISHED,
+    *,
+    using: str | None = None,
+    queues: Sequence[str] = (),
+    task: str | None = None,
 ) -> PruneCandidates:
     """Count what ``prune`` would delete now (a dry run); it may keep some with dependents."""
     retention = prune_retention(older_than, statuses)
     jobs = Job.objects.using(using or get_settings().database)
+    if (only := selection(queues, task)) is not None:
+        jobs = jobs.filter(only)
     expired = jobs.filter(
         status__in=[status for status, key in RETAINED if retention[key] is not None],
         finished_at__lt=database_time_in(-older_than),
@@ -122,9 +141,11 @@ def prune(
     batch_size: int = 500,
     using: str | None = None,
     pause: float = PRUNE_PAUSE,
+    queues: Sequence[str] = (),
+    task: str | None = None,
 ) -> int:
-    """Delete the finished jobs of ``statuses`` older than ``older_than`` seconds; return how
-    many.
+    """Delete the finished jobs of ``statuses`` older than ``older_than`` seconds (of
+    ``queues`` and ``task``, when given: see ``selection``); return how many.
 
     In batches of ``batch_size`` per status, each its own short transaction that skips rows
     others hold locked (the worker's pruner's batches, ``transitions.prune_finished``), with a
@@ -137,7 +158,9 @@ def prune(
     using = using or get_settings().database
     deleted = 0
     while True:
-        batch = retry_while_locked(partial(prune_finished, using, retention, batch_size))
+        batch = retry_while_locked(
+            partial(prune_finished, using, retention, batch_size, selection(queues, task))
+        )
         deleted += batch
         if not batch:
             return deleted

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..exceptions import EnqueueError
-from ..validation.bounds import DEPENDENCIES_MAX, MAX_DELAY, priority_error
+from ..validation.bounds import DEPENDENCIES_MAX, MAX_DELAY, max_attempts_error, priority_error
 from ..validation.text import brief, key_error, queue_name_error
 
 if TYPE_CHECKING:
@@ -28,23 +28,27 @@ class EnqueueOptions(TypedDict, total=False):
     """How to enqueue a job: when, where, and with which guarantees.
 
     ``delay`` (a timedelta or seconds) or ``run_at`` (an aware datetime) postpone it;
-    ``priority`` and ``queue`` override the task's; jobs with the same ``lock`` run one at a
-    time, in order; ``depends_on`` (jobs or ids) must all succeed first; ``unique_key`` (with
-    ``unique_while`` "pending" or "unfinished", and ``on_duplicate`` "return" or "raise")
-    keeps a second job with the key from being written; jobs with a ``fair_key`` are served key
-    by key in turn. ``django_outbox.enqueue`` says each in full.
+    ``priority``, ``queue`` and ``max_attempts`` override the task's; jobs with the same
+    ``lock`` run one at a time, in order; ``depends_on`` (jobs or ids) must all succeed
+    first; ``unique_key`` (with ``unique_while`` "pending" or "unfinished", and
+    ``on_duplicate`` "return" or "raise") keeps a second job with the key from being written;
+    jobs with a ``fair_key`` are served key by key in turn; ``limit_key`` names whose share of
+    per-key concurrency caps and rate limits the job uses (by default its ``fair_key``).
+    ``django_outbox.enqueue`` says each in full.
     """
 
     delay: datetime.timedelta | float | None
     run_at: datetime.datetime | None
     priority: int | None
     queue: str | None
+    max_attempts: int | None
     lock: str | None
     depends_on: Job | int | Iterable[Job | int] | None
     unique_key: str | None
     unique_while: str
     on_duplicate: str
     fair_key: str | None
+    limit_key: str | None
 
 
 #: Every option's name.
@@ -84,7 +88,14 @@ def check_job_options(options: Mapping[str, Any]) -> None:
         raise EnqueueError(problem)
     if priority is not None and (problem := priority_error(priority)):
         raise EnqueueError(problem)
-    if problem := key_error("lock", lock) or key_error("fair_key", fair_key):
+    max_attempts = options.get("max_attempts")
+    if max_attempts is not None and (problem := max_attempts_error(max_attempts)):
+        raise EnqueueError(problem)
+    if problem := (
+        key_error("lock", lock)
+        or key_error("fair_key", fair_key)
+        or key_error("limit_key", options.get("limit_key"))
+    ):
         raise EnqueueError(problem)
     if fair_key is not None and lock is not None:
         raise EnqueueError(

@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, models
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from .. import signals
 from ..claimed import ClaimedJob
 from ..conf import get_settings
 from ..db import queries_for, write_transaction
+from ..db.base import Heartbeat, held_rows
 from ..db.partial_indexes import in_partial_index
-from ..models import FINISHED, Job, JobDependency, JobStatus
+from ..models import FINISHED, Job, JobDependency, JobStatus, WorkerProcess
 from ..retry import RetryPolicy
 from .wakeups import jobs_made_ready
 
@@ -38,17 +40,24 @@ def database_time_in(seconds: float) -> models.Expression:
     )
 
 
-def _any_held(jobs: Sequence[ClaimedJob]) -> Q:
-    condition = Q()
-    for job in jobs:
-        condition |= Q(pk=job.id, lease_token=job.lease_token)
-    return condition & Q(status=JobStatus.RUNNING)
-
-
 def mark_succeeded(job: ClaimedJob, using: str) -> bool:
-    """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost."""
+    """Mark ``job`` succeeded; return False (changing nothing) if its lease was lost or
+    cancel() asked it to stop."""
     connection = connections[using]
     return bool(queries_for(connection).mark_succeeded(connection, job))
+
+
+def still_held(jobs: Sequence[ClaimedJob], using: str) -> dict[int, bool]:
+    """Of ``jobs``, those whose attempt still holds the row (read without waiting for
+    locks): by id, whether cancel() asked it to stop."""
+    connection = connections[using]
+    held = queries_for(connection).still_held(connection, jobs)
+    return {job_id: requested for job_id, (requested, _expired) in held.items()}
+
+
+def cancel_was_requested(job: ClaimedJob, using: str) -> bool:
+    """Whether ``job``'s attempt still holds its row and cancel() asked it to stop."""
+    return still_held([job], using).get(job.id, False)
 
 
 def mark_many_succeeded(jobs: Sequence[ClaimedJob], using: str) -> set[int]:
@@ -158,7 +167,7 @@ def _end_attempt(job: ClaimedJob, using: str, **changes: Any) -> bool:
     """Write ``changes`` and clear the lease of ``job``'s attempt; False if the lease was lost."""
     return bool(
         Job.objects.using(using)
-        .filter(_any_held([job]))
+        .filter(held_rows([job]))
         .update(lease_token=None, lease_expires_at=None, **changes)
     )
 
@@ -189,9 +198,43 @@ def record_halt(job: ClaimedJob, reason: str, using: str) -> bool:
     )
 
 
-def record_cancelled(job: ClaimedJob, using: str) -> bool:
-    """End ``job``'s attempt as cancelled (cancel() was called while it was claimed)."""
-    return _end_attempt(job, using, status=JobStatus.CANCELLED, finished_at=Now())
+def record_cancelled(
+    job: ClaimedJob, using: str, note: str = "", history_limit: int | None = None
+) -> bool:
+    """End ``job``'s attempt as cancelled (cancel() was called while it was claimed); False if
+    the lease was lost.
+
+    The job's history (``errors``) gets an entry saying that cancel() was requested during the
+    attempt and what became of the attempt (``note``).
+    """
+    if history_limit is None:
+        history_limit = get_settings().error_history
+    entry = {
+        "attempt": job.attempts,
+        "at": timezone.now().isoformat(),
+        "worker": job.worker_id,
+        "event": "cancelled",
+        "error": storable(f"Cancelled: cancel() was requested during this attempt. {note}".strip()),
+    }
+    # Short: it holds the job's row lock between reading the history and writing it back.
+    with write_transaction(using):
+        held = Job.objects.using(using).filter(held_rows([job]))
+        row = held.select_for_update().values_list("errors", "started_at").first()
+        if row is None:
+            return False
+        if row[1] is not None:
+            entry["started_at"] = row[1].isoformat()
+        errors = row[0] if isinstance(row[0], list) else []
+        history = [*errors, entry][-history_limit:] if history_limit else []
+        return bool(
+            held.update(
+                status=JobStatus.CANCELLED,
+                finished_at=Now(),
+                lease_token=None,
+                lease_expires_at=None,
+                errors=history,
+            )
+        )
 
 
 def release(jobs: Sequence[ClaimedJob], using: str) -> int:
@@ -200,7 +243,7 @@ def release(jobs: Sequence[ClaimedJob], using: str) -> int:
         return 0
     return (
         Job.objects.using(using)
-        .filter(_any_held(jobs))
+        .filter(held_rows(jobs))
         .update(
             status=JobStatus.READY,
             attempts=F("attempts") - 1,
@@ -212,32 +255,14 @@ def release(jobs: Sequence[ClaimedJob], using: str) -> int:
     )
 
 
-@dataclass(frozen=True)
-class Heartbeat:
-    """What extending a worker's leases found out about its jobs."""
-
-    # Taken over by another worker (the lease expired), or gone.
-    lost: frozenset[int] = frozenset()
-    # Asked to stop by cancel(): their leases are no longer extended.
-    cancel_requested: frozenset[int] = frozenset()
-
-
 def extend_leases(jobs: Sequence[ClaimedJob], lease_seconds: float, using: str) -> Heartbeat:
-    """Extend the leases of ``jobs``, except those cancel() asked to stop; say which were lost
-    and which are to stop."""
+    """Extend the leases of ``jobs``, except those cancel() asked to stop and those whose row
+    another transaction has locked (extended at a later beat); say which were lost, which are
+    to stop and which were locked."""
     if not jobs:
         return Heartbeat()
-    held = Job.objects.using(using).filter(_any_held(jobs))
-    extended = held.filter(cancel_requested=False).update(
-        lease_expires_at=database_time_in(lease_seconds)
-    )
-    if extended == len(jobs):
-        return Heartbeat()
-    still_held = dict(held.values_list("pk", "cancel_requested"))
-    return Heartbeat(
-        lost=frozenset({job.id for job in jobs} - still_held.keys()),
-        cancel_requested=frozenset(pk for pk, requested in still_held.items() if requested),
-    )
+    connection = connections[using]
+    return queries_for(connection).extend_leases(connection, jobs, lease_seconds)
 
 
 #: The statuses ``retry_failed`` makes ready again.
@@ -262,6 +287,28 @@ def retry_failed(jobs: models.QuerySet[Job]) -> int:
     return retried
 
 
+#: A worker whose registry row was written within this many heartbeats is alive (beating).
+LIVE_HEARTBEATS = 2
+
+
+def _live_holder(using: str, heartbeat_seconds: float) -> models.QuerySet[WorkerProcess]:
+    """The registry row of the worker instance that claimed the outer job, if it beats.
+
+    Such a worker extends the leases of every job it holds at each beat: when one of them
+    expired all the same, another transaction has held the job's row locked (see
+    ``DatabaseQueries.extend_leases``), and the worker will extend it once the row is free.
+    Taking the job back would run it twice while its handler still runs. A worker restarted
+    under the same id started after the job's attempt did, so its predecessor's jobs are
+    taken back. Two heartbeats (a lease spans at least three) keep a killed worker's jobs from
+    waiting longer than their lease.
+    """
+    return WorkerProcess.objects.using(using).filter(
+        worker_id=OuterRef("worker_id"),
+        started_at__lte=OuterRef("started_at"),
+        last_heartbeat_at__gt=database_time_in(-LIVE_HEARTBEATS * heartbeat_seconds),
+    )
+
+
 def rescue_expired_leases(
     using: str,
     history_limit: int,
@@ -278,7 +325,11 @@ def rescue_expired_leases(
     id (a systemd unit, a StatefulSet pod) must take back what its predecessor left.
     """
     outbox_settings = get_settings()
-    expired_jobs = Job.objects.using(using).expired_leases()
+    expired_jobs = (
+        Job.objects.using(using)
+        .expired_leases()
+        .exclude(Exists(_live_holder(using, outbox_settings.heartbeat_seconds)))
+    )
     if held_tokens:
         expired_jobs = expired_jobs.exclude(lease_token__in=list(held_tokens))
     # One transaction: the row locks keep two rescuers (or a late heartbeat) off these jobs.
@@ -338,8 +389,14 @@ RETAINED = (
 )
 
 
-def prune_finished(using: str, retention: dict[str, float | None], batch_size: int = 500) -> int:
-    """Delete one small batch of finished jobs per status older than ``retention``.
+def prune_finished(
+    using: str,
+    retention: dict[str, float | None],
+    batch_size: int = 500,
+    only: models.Q | None = None,
+) -> int:
+    """Delete one small batch of finished jobs per status older than ``retention`` (of those
+    ``only`` selects, if given).
 
     Return how many were deleted; call again while it returns ``batch_size`` or more. Small
     batches keep each transaction (and, on SQLite, the write lock) short. A job that an
@@ -357,6 +414,8 @@ def prune_finished(using: str, retention: dict[str, float | None], batch_size: i
             .filter(status=status, finished_at__lt=database_time_in(-seconds))
             .order_by("finished_at")
         )
+        if only is not None:
+            expired = expired.filter(only)
         # Jobs no other job depends on (nearly all), then those some job does, apart: these
         # are checked against their dependents by id, so that neither read ever scans the
         # table for unfinished jobs. Each along its partial index, on SQLite too
@@ -393,4 +452,6 @@ def _prune_batch(
         if not ids:
             return 0
         # Jobs, not the dependency rows that go with them.
-        return Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
+        deleted = Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
+    signals.send(signals.jobs_pruned, sender=Job, job_ids=ids, using=using)
+    return int(deleted)

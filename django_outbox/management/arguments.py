@@ -1,4 +1,5 @@
-"""The commands' argument types: numbers within the settings' bounds, and durations.
+"""The commands' argument types: numbers within the settings' bounds, durations, and names
+(queues, tasks, worker ids) the database can hold.
 
 Each is an argparse ``type``: a value out of range is refused at parsing, with a message that
 says what is accepted, before the command touches the database.
@@ -17,6 +18,13 @@ from ..validation.bounds import (
     PREFETCH_MAX,
     PROCESSES_MAX,
     SHUTDOWN_TIMEOUT_MAX,
+)
+from ..validation.text import (
+    TASK_NAME_MAX_LENGTH,
+    WORKER_ID_MAX_LENGTH,
+    name_error,
+    queue_name_error,
+    worker_id_error,
 )
 
 #: Seconds per unit of a duration; a number without a unit is seconds.
@@ -56,6 +64,47 @@ concurrency_int = _number_argument(int, 1, CONCURRENCY_MAX, "a whole number")
 processes_int = _number_argument(int, 1, PROCESSES_MAX, "a whole number")
 non_negative_int = _number_argument(int, 0, PREFETCH_MAX, "a whole number")
 non_negative_seconds = _number_argument(float, 0, SHUTDOWN_TIMEOUT_MAX, "a number of seconds")
+#: Jobs deleted per transaction by outbox_prune (jobs.housekeeping.prune's bound).
+batch_size_int = _number_argument(int, 1, 100_000, "a whole number")
+
+
+def worker_id_argument(text: str) -> str:
+    """An argparse ``type``: a worker id the worker_id columns hold (not empty, not too long)."""
+    if problem := worker_id_error(text):
+        raise ArgumentTypeError(problem)
+    return text
+
+
+def worker_id_for_processes(worker_id: str, processes: int) -> str | None:
+    """Return why ``worker_id`` is too long once numbered for ``processes`` worker processes
+    (``ID-1``, ``ID-2``...), or None."""
+    longest = f"{worker_id}-{processes}" if processes > 1 else worker_id
+    if len(longest) <= WORKER_ID_MAX_LENGTH:
+        return None
+    return (
+        f"--worker-id: with --processes {processes} the workers are named {worker_id[:10]}...-1 "
+        f"to -{processes}, longer than {WORKER_ID_MAX_LENGTH} characters; give a shorter id."
+    )
+
+
+def queue_argument(text: str) -> str:
+    """An argparse ``type``: a queue name jobs can have."""
+    if problem := queue_name_error(text):
+        raise ArgumentTypeError(problem)
+    return text
+
+
+def task_name_argument(text: str) -> str:
+    """An argparse ``type``: a task's name (or a Django task's module path) jobs can have."""
+    if not text.strip():
+        raise ArgumentTypeError("A task name must not be empty.")
+    if len(text) > TASK_NAME_MAX_LENGTH:
+        raise ArgumentTypeError(
+            f"A task name is at most {TASK_NAME_MAX_LENGTH} characters, not {len(text)}."
+        )
+    if problem := name_error("task", text):
+        raise ArgumentTypeError(problem)
+    return text
 
 
 def parse_duration(text: str) -> float:

@@ -118,7 +118,7 @@ class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
     dependencies = [
-        ("django_outbox", "0014_stats_and_pruner_indexes"),
+        ("django_outbox", "0015_admin_failure_time_and_payload_permission"),
     ]
 
     operations = [

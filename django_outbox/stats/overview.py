@@ -1,12 +1,13 @@
-"""What the admin's dashboard shows: per queue, the jobs waiting and running, the age of the
-oldest due job, the attempts workers finished and failed over the last hour and day; and the
-workers.
+"""What the admin's dashboard shows: per queue and per task, the jobs failed, due, scheduled,
+running and halted; per queue the age of the oldest due job, the attempts workers finished and
+failed over the last hour and day; and the workers.
 
-No query reads finished jobs: the waiting ones are read along the claim's partial indexes,
-running ones along ``outbox_job_lease``, halted ones along ``outbox_job_halted``; the charts
-come from ``QueueActivity``, which workers write at their heartbeats (a row per queue and
-minute). So its cost is the backlog's, however many finished jobs are kept:
-docs/performance.md ("Dashboard") has the figures at 1,000,000 finished jobs.
+No query reads succeeded or cancelled jobs: the waiting ones are read along the claim's partial
+indexes, running ones along ``outbox_job_lease``, halted ones along ``outbox_job_halted``,
+failed ones along the failed jobs' own partial indexes (by queue, by task); the charts come from
+``QueueActivity``, which workers write at their heartbeats (a row per queue and minute). So its
+cost is the backlog's and the failed jobs', however many finished jobs are kept:
+docs/performance.md ("The dashboard") has the figures at 1,000,000 finished jobs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, DateTimeField, Min, Q, QuerySet, Value
+from django.db.models import CharField, Count, DateTimeField, F, Min, Q, QuerySet, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -25,8 +26,10 @@ from ..db import reports_for
 from ..models import CLAIMABLE, Job, JobStatus, QueueActivity
 from ..worker.registration import Registered, registered_workers
 
-#: The statuses of jobs not finished, as the dashboard's columns show them.
-DEPTH_STATUSES = (JobStatus.READY, JobStatus.RETRYING, JobStatus.RUNNING, JobStatus.HALTED)
+#: The dashboard's counts, in its columns' order: jobs that failed for good; ready or retrying
+#: jobs whose time has come (due) and whose time has not (scheduled: delayed, or retrying
+#: later); running; halted.
+COUNTS = ("failed", "due", "scheduled", "running", "halted")
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,16 @@ class Activity:
 @dataclass
 class QueueSummary:
     name: str
-    depth: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DEPTH_STATUSES, 0))
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     #: Seconds the longest-waiting due job (ready or retrying) has waited; None: none is due.
     oldest_due_age: float | None = None
     activity: dict[str, Activity] = field(default_factory=dict)
+
+
+@dataclass
+class TaskSummary:
+    name: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
 
 
 @dataclass
@@ -86,6 +95,7 @@ class Dashboard:
     now: datetime.datetime
     queues: list[QueueSummary]
     workers: list[Registered]
+    tasks: list[TaskSummary] = field(default_factory=list)
 
     @property
     def live_workers(self) -> list[Registered]:
@@ -107,10 +117,23 @@ def dashboard(*, using: str | None = None) -> Dashboard:
             queues[name] = QueueSummary(name)
         return queues[name]
 
-    for name, status, count, oldest_due in _depth(using):
-        summary = queue(name)
-        summary.depth[status] += count
-        if oldest_due is not None:
+    tasks: dict[str, TaskSummary] = {}
+    for queue_name, task_name, status, count, due, oldest_due in _counts(using):
+        if status in (JobStatus.READY, JobStatus.RETRYING):
+            counted = {"due": due, "scheduled": count - due}
+        else:
+            counted = {str(status): count}
+        # The failed jobs are counted twice, by queue and by task: each row names one of them.
+        summaries: list[QueueSummary | TaskSummary] = []
+        if queue_name is not None:
+            summaries.append(queue(queue_name))
+        if task_name is not None:
+            summaries.append(tasks.setdefault(task_name, TaskSummary(task_name)))
+        for summary in summaries:
+            for key, value in counted.items():
+                summary.counts[key] += value
+        if oldest_due is not None and queue_name is not None:
+            summary = queue(queue_name)
             age = max(0.0, (now - oldest_due).total_seconds())
             summary.oldest_due_age = max(summary.oldest_due_age or 0.0, age)
     for window in (HOUR, DAY):
@@ -123,33 +146,67 @@ def dashboard(*, using: str | None = None) -> Dashboard:
         now=now,
         queues=sorted(queues.values(), key=lambda summary: summary.name),
         workers=registered_workers(using=using),
+        tasks=sorted(tasks.values(), key=lambda summary: summary.name),
     )
 
 
-def _depth(using: str) -> list[tuple[str, str, int, datetime.datetime | None]]:
-    """(queue, status, jobs, oldest due run_at) of the jobs not finished, in one query.
+def _counts(
+    using: str,
+) -> list[tuple[str | None, str | None, str, int, int, datetime.datetime | None]]:
+    """(queue, task, status, jobs, of them due, oldest due run_at), in one query.
 
-    Each arm's filter is the condition of the partial index it reads, so that the planner may
-    use it: the claim's two (waiting jobs without and with a fair key), the lease index
-    (running) and the halted one.
+    The jobs not finished are counted by queue and task together; the failed ones twice, by
+    queue (task None) and by task (queue None), each along its partial index. Each arm's filter
+    is the condition of the partial index it reads, so that the planner may use it: the claim's
+    two (waiting jobs without and with a fair key), the lease index (running), the halted one,
+    and the failed jobs' by queue and by task.
     """
     jobs = Job.objects.using(using).order_by()
+    nothing = Value(None, output_field=CharField())
 
-    def grouped(subset: QuerySet[Job], due: bool) -> QuerySet[Any]:
-        oldest_due = (
-            Min("run_at", filter=Q(run_at__lte=Now()))
-            if due
-            else Value(None, output_field=DateTimeField())
-        )
-        return subset.values_list("queue", "status").annotate(
-            count=Count("pk"), oldest_due=oldest_due
+    def grouped(
+        subset: QuerySet[Job], *, queue: Any, task: Any, waiting: bool, status: Any = None
+    ) -> QuerySet[Any]:
+        due = Q(run_at__lte=Now())
+        return (
+            subset.annotate(
+                counted_queue=queue, counted_task=task, counted_status=status or F("status")
+            )
+            .values_list("counted_queue", "counted_task", "counted_status")
+            .annotate(
+                count=Count("pk"),
+                due=Count("pk", filter=due) if waiting else Value(0),
+                oldest_due=(
+                    Min("run_at", filter=due)
+                    if waiting
+                    else Value(None, output_field=DateTimeField())
+                ),
+            )
         )
 
-    waiting = grouped(jobs.filter(status__in=CLAIMABLE, fair_key__isnull=True), due=True)
-    fair = grouped(jobs.filter(status__in=CLAIMABLE, fair_key__isnull=False), due=True)
-    running = grouped(jobs.filter(status=JobStatus.RUNNING), due=False)
-    halted = grouped(jobs.filter(status=JobStatus.HALTED), due=False)
-    return list(waiting.union(fair, running, halted, all=True).order_by())
+    by_both = {"queue": F("queue"), "task": F("task_name")}
+    waiting = grouped(
+        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=True), **by_both, waiting=True
+    )
+    fair = grouped(
+        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=False), **by_both, waiting=True
+    )
+    running = grouped(jobs.filter(status=JobStatus.RUNNING), **by_both, waiting=False)
+    halted = grouped(jobs.filter(status=JobStatus.HALTED), **by_both, waiting=False)
+    # The status a constant, not the column: then the failed jobs' indexes (queue or task, ...)
+    # hold every column read, and are read alone (an index-only scan on PostgreSQL), not the
+    # failed rows scattered through the table.
+    failed = jobs.filter(status=JobStatus.FAILED)
+    failed_status = Value(JobStatus.FAILED.value, output_field=CharField())
+    failed_by_queue = grouped(
+        failed, queue=F("queue"), task=nothing, waiting=False, status=failed_status
+    )
+    failed_by_task = grouped(
+        failed, queue=nothing, task=F("task_name"), waiting=False, status=failed_status
+    )
+    return list(
+        waiting.union(fair, running, halted, failed_by_queue, failed_by_task, all=True).order_by()
+    )
 
 
 def _activity(using: str, window: Window, now: datetime.datetime) -> dict[str, Activity]:

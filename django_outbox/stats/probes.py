@@ -17,11 +17,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from django.db import DatabaseError, connections
+from django.utils import timezone
 
 from ..conf import get_settings
 from ..db import reports_for
+from ..db.base import application_name_of
 from ..db.outage import first_line
-from ..models import Job
+from ..db.reports import LockWait
+from ..models import Job, Message
 from ..worker.registration import Registered, registered_workers
 
 Status = Literal["ok", "warning", "unhealthy"]
@@ -29,6 +32,7 @@ Status = Literal["ok", "warning", "unhealthy"]
 #: Defaults of the command's thresholds.
 WARN_TRANSACTION_SECONDS = 300.0
 WARN_DEAD_TUPLES = 1_000_000
+WARN_UNSENT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class Thresholds:
     max_transaction_seconds: float | None = None
     warn_dead_tuples: int | None = WARN_DEAD_TUPLES
     max_dead_tuples: int | None = None
+    warn_unsent_seconds: float | None = WARN_UNSENT_SECONDS
+    max_unsent_seconds: float | None = None
 
 
 def check_health(thresholds: Thresholds | None = None, *, using: str | None = None) -> HealthReport:
@@ -80,6 +86,8 @@ def check_health(thresholds: Thresholds | None = None, *, using: str | None = No
         # Nothing else can be read.
         return HealthReport([database])
     checks = [database, *_workers(using, thresholds)]
+    if get_settings().brokers:
+        checks.append(_relay(using, thresholds))
     if reports_for(connections[using]).has_vacuum:
         checks += [_oldest_transaction(using, thresholds), _dead_tuples(using, thresholds)]
     return HealthReport(checks)
@@ -111,16 +119,18 @@ def _workers(using: str, thresholds: Thresholds) -> Iterator[Check]:
         return
     allowed = get_settings().health["ALLOWED_ERROR_SECONDS"]
     if thresholds.worker_id is not None:
-        yield from _one_worker(workers, thresholds.worker_id, allowed)
+        yield from _one_worker(workers, thresholds.worker_id, allowed, using)
         return
     live = [worker for worker in workers if not worker.stale]
+    waits = _lock_waits([worker for worker in live if worker.late], using)
     for worker in live:
-        if not worker.healthy:
-            yield _worker_check(worker, allowed)
+        if not worker.healthy or worker.late:
+            yield _worker_check(worker, allowed, waits)
     stale = [worker.row.worker_id for worker in workers if worker.stale]
     healthy = sum(worker.healthy for worker in live)
-    message = f"{len(live)} live ({healthy} healthy), {len(stale)} stale"
-    details = {"live": len(live), "healthy": healthy, "stale": stale}
+    late = [worker.row.worker_id for worker in live if worker.late]
+    message = f"{len(live)} live ({healthy} healthy, {len(late)} late), {len(stale)} stale"
+    details = {"live": len(live), "healthy": healthy, "late": late, "stale": stale}
     if healthy < thresholds.require_workers:
         yield Check(
             "workers",
@@ -139,7 +149,35 @@ def _workers(using: str, thresholds: Thresholds) -> Iterator[Check]:
         yield Check("workers", "ok", message, details)
 
 
-def _one_worker(workers: list[Registered], worker_id: str, allowed: float) -> Iterator[Check]:
+def _lock_waits(workers: list[Registered], using: str) -> dict[str, list[LockWait]]:
+    """The lock waits of ``workers``' own sessions, by worker id (where the database tells)."""
+    if not workers:
+        return {}
+    names = {application_name_of(worker.row.worker_id): worker.row.worker_id for worker in workers}
+    connection = connections[using]
+    try:
+        found = reports_for(connection).lock_waits(connection, list(names))
+    except DatabaseError:
+        # Only a detail of the report: pg_stat_activity may be closed to this role.
+        return {}
+    waits: dict[str, list[LockWait]] = {}
+    for wait in found:
+        waits.setdefault(names[wait.application_name], []).append(wait)
+    return waits
+
+
+def _waits_text(waits: list[LockWait]) -> str:
+    return "; ".join(
+        f"waits {wait.seconds:.0f} s for a lock ({wait.wait}"
+        + (f", held by pid {', '.join(map(str, wait.blocked_by))}" if wait.blocked_by else "")
+        + f"): {wait.statement[:120]}"
+        for wait in waits[:3]
+    )
+
+
+def _one_worker(
+    workers: list[Registered], worker_id: str, allowed: float, using: str
+) -> Iterator[Check]:
     """The worker ``worker_id``, or the processes of a supervisor started with that id."""
     pattern = re.compile(rf"{re.escape(worker_id)}(-\d+)?")
     matching = [worker for worker in workers if pattern.fullmatch(worker.row.worker_id)]
@@ -149,12 +187,16 @@ def _one_worker(workers: list[Registered], worker_id: str, allowed: float) -> It
             "unhealthy",
             "not registered: not started yet, stopped, or unable to reach the database",
         )
+    waits = _lock_waits([worker for worker in matching if worker.late or worker.stale], using)
     for worker in matching:
-        yield _worker_check(worker, allowed)
+        yield _worker_check(worker, allowed, waits)
 
 
-def _worker_check(worker: Registered, allowed: float) -> Check:
+def _worker_check(
+    worker: Registered, allowed: float, waits: dict[str, list[LockWait]] | None = None
+) -> Check:
     row = worker.row
+    lock_waits = (waits or {}).get(row.worker_id, [])
     details = {
         "host": row.host,
         "pid": row.pid,
@@ -163,11 +205,17 @@ def _worker_check(worker: Registered, allowed: float) -> Check:
         "last_error": row.last_error,
         "jobs_done": row.jobs_done,
         "jobs_failed": row.jobs_failed,
+        "late": worker.late,
+        "lock_waits": [asdict(wait) for wait in lock_waits],
     }
     name = f"worker {row.worker_id}"
+    waiting = f"; {_waits_text(lock_waits)}" if lock_waits else ""
     if worker.stale:
         return Check(
-            name, "unhealthy", f"stale: no heartbeat for {worker.heartbeat_age:.0f} s", details
+            name,
+            "unhealthy",
+            f"stale: no heartbeat for {worker.heartbeat_age:.0f} s{waiting}",
+            details,
         )
     if not worker.healthy:
         return Check(
@@ -175,6 +223,14 @@ def _worker_check(worker: Registered, allowed: float) -> Check:
             "unhealthy",
             f"in error for {worker.in_error_for or 0:.0f} s (allowed {allowed:g} s): "
             f"{row.last_error}",
+            details,
+        )
+    if worker.late:
+        return Check(
+            name,
+            "warning",
+            f"heartbeat late: {worker.heartbeat_age:.0f} s ago (beats every "
+            f"{row.heartbeat_seconds:g} s){waiting}",
             details,
         )
     state = "in error" if worker.in_error_for is not None else "working"
@@ -232,3 +288,23 @@ def _dead_tuples(using: str, thresholds: Thresholds) -> Check:
         message,
         {"dead": rows.dead, "live": rows.live, "vacuumed_seconds_ago": rows.vacuumed_ago},
     )
+
+
+def _relay(using: str, thresholds: Thresholds) -> Check:
+    """The oldest message still waiting for its broker, and those a broker refused."""
+    unsent = Message.objects.using(using).unsent()
+    oldest = unsent.pending().order_by("id").values_list("created_at", flat=True).first()
+    age = 0.0 if oldest is None else max(0.0, (timezone.now() - oldest).total_seconds())
+    # Counted up to a bound: a blocked key is one problem however many messages it holds.
+    blocked = len(unsent.blocked().values_list("pk", flat=True)[:1000])
+    status = _level(age, thresholds.warn_unsent_seconds, thresholds.max_unsent_seconds)
+    if oldest is None:
+        message = "no message waits"
+    else:
+        message = f"oldest unsent message waits for {age:.0f} s"
+        if status != "ok":
+            message += " (is a relay running? can it reach its broker?)"
+    if blocked:
+        status = "warning" if status == "ok" else status
+        message += f"; {blocked}{'+' if blocked == 1000 else ''} blocked (see the admin)"
+    return Check("relay", status, message, {"oldest_unsent_age": round(age, 1), "blocked": blocked})

@@ -40,6 +40,7 @@ from ..jobs.options import (
 from ..retry import RetryPolicy, RetryStrategy
 from ..serialization import decode, encode
 from ..validation.bounds import max_attempts_error, priority_error, task_duration_error
+from ..validation.limits import LIMIT_OPTIONS, limit_error
 from ..validation.loaders import codec_error
 from ..validation.schedules import cron_fields
 from ..validation.text import TASK_NAME_MAX_LENGTH, name_error, queue_name_error
@@ -75,6 +76,10 @@ class Task:
         timeout: float | None = None,
         codec: Codec | None = None,
         cron: str | None = None,
+        concurrency: int | None = None,
+        concurrency_per_key: int | None = None,
+        rate_limit: str | None = None,
+        rate_limit_per_key: str | None = None,
     ) -> None:
         if not callable(func):
             raise InvalidTaskError(f"@task decorates a function, not {func!r}.")
@@ -94,6 +99,12 @@ class Task:
         self.timeout = timeout
         self._codec = codec
         self.cron = cron
+        # Across every worker (django_outbox.limits): jobs running at once and starts per
+        # period ("10/s"), of the whole task and of each limit key's jobs.
+        self.concurrency = concurrency
+        self.concurrency_per_key = concurrency_per_key
+        self.rate_limit = rate_limit
+        self.rate_limit_per_key = rate_limit_per_key
         # Options every enqueue of this task starts from (``using``), and the task as declared,
         # which signals name as their sender whatever copy enqueued.
         self.options: dict[str, Any] = {}
@@ -137,6 +148,14 @@ class Task:
         for option in ("max_execute_time", "timeout"):
             if problem := task_duration_error(option, getattr(self, option)):
                 raise InvalidTaskError(f"{where}: {problem}")
+        for option in LIMIT_OPTIONS:
+            if problem := limit_error(option, getattr(self, option)):
+                raise InvalidTaskError(f"{where}: {problem}")
+
+    @property
+    def limited(self) -> bool:
+        """Whether the task declares a concurrency cap or a rate limit."""
+        return any(getattr(self, option) is not None for option in LIMIT_OPTIONS)
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
@@ -342,6 +361,17 @@ class Task:
         """``enqueue_many`` from async code; see ``django_outbox.aenqueue``."""
         return await sync_to_async(self.enqueue_many, thread_sensitive=True)(payloads, **options)
 
+    def _limit_key(self, queue: str, options: dict[str, Any]) -> str | None:
+        """The job's limit key: None unless a limit applies (the task's or the queue's) or
+        one was given; per-key limits count jobs by ``limit_key``, else by ``fair_key``."""
+        key = options.get("limit_key")
+        if key is not None:
+            return str(key)
+        if not (self.limited or get_settings().queue_options(queue).limited):
+            return None
+        fair_key = options.get("fair_key")
+        return "" if fair_key is None else str(fair_key)
+
     def _job(self, payload: Any, options: dict[str, Any], *, with_payload: bool) -> Job:
         """Return an unsaved Job for ``payload`` and ``options``, checking every one of them.
 
@@ -362,15 +392,17 @@ class Task:
         if with_payload:
             self.check_payload(payload)
         priority = options.get("priority")
+        max_attempts = options.get("max_attempts")
         job = Job(
             task_name=self.name,
             queue=queue,
             payload=self.encode_payload(payload) if with_payload else None,
             priority=self.priority_for(queue) if priority is None else priority,
-            max_attempts=self.max_attempts_for(queue),
+            max_attempts=self.max_attempts_for(queue) if max_attempts is None else max_attempts,
             context=capture(),
             lock_key=options.get("lock"),
             fair_key=options.get("fair_key"),
+            limit_key=self._limit_key(queue, options),
         )
         when = run_at_of(options.get("delay"), options.get("run_at"))
         if when is not None:

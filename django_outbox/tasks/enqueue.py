@@ -67,6 +67,10 @@ def enqueue(task: str | Task, payload: Any = None, **options: Unpack[EnqueueOpti
     waiting job of every key, then the second, and so on, so a key with a large backlog cannot
     hold up the others. A job takes ``lock`` or ``fair_key``, and not ``depends_on`` with it.
 
+    A task's or queue's per-key concurrency caps and rate limits count the job against its
+    ``limit_key`` (default: its ``fair_key``); a job with a ``limit_key`` is also paused with
+    its key when a handler raises ``RateLimited``. See ``django_outbox.limits``.
+
     Into a queue with a ``MAX_SIZE`` (``OUTBOX["QUEUES"]``) that many jobs already wait in,
     raise ``QueueFull``; nothing is written and the caller's transaction stays usable.
     """

@@ -47,6 +47,11 @@ def get_task(name: str) -> Task:
         ) from None
 
 
+def find_task(name: str) -> Task | None:
+    """Return the task registered as ``name``, or None."""
+    return _tasks.get(name)
+
+
 def registered_names() -> list[str]:
     return sorted(_tasks)
 
@@ -72,6 +77,10 @@ class TaskOptions(TypedDict, total=False):
     timeout: float | None
     codec: Codec | None
     cron: str | None
+    concurrency: int | None
+    concurrency_per_key: int | None
+    rate_limit: str | None
+    rate_limit_per_key: str | None
 
 
 @overload
@@ -91,7 +100,9 @@ def task(func: Handler | None = None, /, **options: Any) -> Task | Callable[[Han
     ``timeout`` (seconds after which its attempt counts as failed; see ``watchdog``), ``codec``
     (turns payloads into JSON and back; see ``django_outbox.codecs``), ``cron`` (a cron
     expression such as ``"*/5 * * * *"``: workers enqueue the task, without a payload, once per
-    tick; see ``django_outbox.cron``).
+    tick; see ``django_outbox.cron``), ``concurrency`` and ``rate_limit`` (at most that many
+    jobs running at once, and starts per period such as ``"10/s"``, across every worker) and
+    their ``_per_key`` twins (the same for each limit key's jobs; see ``django_outbox.limits``).
     """
 
     def decorate(function: Handler) -> Task:

@@ -13,7 +13,7 @@ from ..claimed import ClaimedJob
 from ..conf import get_settings
 from ..db import queries_for
 from ..db.base import ClaimKind
-from ..db.rows import CLAIMS, claimed_jobs
+from ..db.rows import CLAIMS, CLAIMS_LIMITED, claimed_jobs
 from ..exceptions import JobNotFound, JobStateError, OutboxError
 from ..jobs.transitions import database_time_in
 from ..models import CLAIMABLE, Job, JobStatus
@@ -84,7 +84,8 @@ def next_runnable(queue: str | None = None) -> int | None:
 
     By the claims' own conditions and order: due now, highest priority first, a keyed job
     only at the head of its key's line, a job only once its dependencies have succeeded; and
-    fair jobs, by round, once no other job is runnable.
+    fair jobs, by round, once no other job is runnable; then limited jobs, whatever their
+    limits.
     """
     connection = connections[get_settings().database]
     # Not now(): inside the test's transaction that is when it began, before the retries
@@ -92,8 +93,8 @@ def next_runnable(queue: str | None = None) -> int | None:
     due_by = queries_for(connection).due_by
     claimable = ", ".join(f"'{status}'" for status in CLAIMABLE)
     queue_filter = "AND queue = %s" if queue is not None else ""
-    for kind in (ClaimKind.FULL, ClaimKind.FAIR):
-        pick, order = CLAIMS[kind]
+    # Limits are not applied here: every runnable limited job is next in its turn.
+    for pick, order in (CLAIMS[ClaimKind.FULL], CLAIMS[ClaimKind.FAIR], CLAIMS_LIMITED):
         sql = (
             f"SELECT id FROM {Job._meta.db_table} AS candidate "
             f"WHERE status IN ({claimable}) AND run_at <= {due_by} {queue_filter}{pick} "

@@ -23,7 +23,9 @@ from .bounds import (
     max_size_error,
     priority_error,
 )
+from .limits import LIMIT_OPTIONS, limit_error
 from .loaders import codec_setting_error, context_variable_error
+from .relay import brokers_errors, relay_errors
 from .schedules import cron_setting_errors
 from .text import brief, queue_name_error
 
@@ -68,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     # "MAX_SIZE": 10000, "PACE_RETRIES": True}}. MAX_SIZE bounds the jobs waiting in the queue
     # (enqueue raises QueueFull beyond it; no bound by default); PACE_RETRIES (default True)
     # holds the queue's due retries back until the next poll once a retry fails again.
+    # CONCURRENCY and RATE_LIMIT ("10/s") cap the queue's jobs across every worker;
+    # CONCURRENCY_PER_KEY and RATE_LIMIT_PER_KEY each limit key's (docs/limits.md).
     "QUEUES": {},
     # Periodic tasks beside those declared with @task(cron=...), by name: {"nightly-cleanup":
     # {"TASK": "myapp.tasks.cleanup", "SCHEDULE": "0 3 * * *", "PAYLOAD": {...}, "QUEUE": ...,
@@ -79,12 +83,20 @@ DEFAULTS: dict[str, Any] = {
     # (django_outbox.healthy(), manage.py outbox_health): once in error for longer than
     # ALLOWED_ERROR_SECONDS, and not in its first GRACE_SECONDS.
     "HEALTH": {"ALLOWED_ERROR_SECONDS": 60.0, "GRACE_SECONDS": 120.0},
+    # The message brokers publish() writes for, by name: {"default": {"BACKEND":
+    # "django_outbox.relay.brokers.redis.RedisStreams", "OPTIONS": {...}}}. See docs/relay.md.
+    "BROKERS": {},
+    # The relay's options (validation.relay.RELAY_DEFAULTS has each with its default).
+    "RELAY": {},
 }
 
 RETRY_KEYS = frozenset(DEFAULTS["RETRY"])
 RETENTION_KEYS = frozenset(DEFAULTS["RETENTION"])
 HEALTH_KEYS = frozenset(DEFAULTS["HEALTH"])
-QUEUE_KEYS = frozenset({"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES"})
+QUEUE_LIMIT_KEYS = tuple(option.upper() for option in LIMIT_OPTIONS)
+QUEUE_KEYS = frozenset(
+    {"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES", *QUEUE_LIMIT_KEYS}
+)
 
 #: Settings whose problems are reported as E004 (durations) and E005 (counts).
 DURATIONS = ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS", "SHUTDOWN_TIMEOUT")
@@ -225,6 +237,16 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
                     id="django_outbox.E008",
                 )
             )
+        for key in QUEUE_LIMIT_KEYS:
+            if key in options and (problem := limit_error(key, options[key])):
+                errors.append(
+                    Error(
+                        f"OUTBOX['QUEUES'][{brief(name)}]: {problem}",
+                        hint="Caps are whole numbers of jobs running at once; rates are starts "
+                        "per period such as '10/s' or '1/500ms'. See docs/limits.md.",
+                        id="django_outbox.E040",
+                    )
+                )
     return errors
 
 
@@ -331,6 +353,10 @@ def setting_errors(user: object) -> list[CheckMessage]:
                 id="django_outbox.E012",
             )
         )
+    if "BROKERS" in user:
+        errors += brokers_errors(user["BROKERS"])
+    if "RELAY" in user:
+        errors += relay_errors(user["RELAY"])
     if "CRON" in user or "CRON_TIMEZONE" in user:
         errors += cron_setting_errors(user)
     errors += _queues_errors(merged["QUEUES"])

@@ -10,6 +10,8 @@ QUEUE_NAME_MAX_LENGTH = 100
 TASK_NAME_MAX_LENGTH = 255
 #: The longest unique_key, lock or fair_key (the columns' length).
 KEY_MAX_LENGTH = 255
+#: The longest worker id (the length of the jobs' and the workers' worker_id columns).
+WORKER_ID_MAX_LENGTH = 255
 
 
 def brief(value: Any) -> str:
@@ -71,4 +73,18 @@ def key_error(name: str, key: Any) -> str | None:
         return f"{name} must be at most {KEY_MAX_LENGTH} characters, not {len(key)}."
     if problem := text_error(key):
         return f"{name} {brief(key)} {problem}."
+    return None
+
+
+def worker_id_error(worker_id: object) -> str | None:
+    """Return why ``worker_id`` cannot name a worker, or ``None`` when it can."""
+    if not isinstance(worker_id, str) or not worker_id.strip():
+        return f"A worker id must be a non-empty string, not {brief(worker_id)}."
+    if len(worker_id) > WORKER_ID_MAX_LENGTH:
+        return (
+            f"A worker id must be at most {WORKER_ID_MAX_LENGTH} characters (the worker_id "
+            f"column's length), not {len(worker_id)}."
+        )
+    if problem := text_error(worker_id):
+        return f"The worker id {brief(worker_id)} {problem}."
     return None

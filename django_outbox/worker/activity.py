@@ -45,6 +45,11 @@ class ActivityCounter:
             with self._lock:
                 self._counts[int(time.time() // 60), queue, column] += 1
 
+    def has_counts(self) -> bool:
+        """Whether anything was counted since the last write."""
+        with self._lock:
+            return bool(self._counts)
+
     def write(self, using: str) -> int:
         """Add the counts to the table in one statement; return the rows written.
 

@@ -3,9 +3,9 @@
 Three claims take different jobs (``ClaimKind``). On PostgreSQL the plain claim leaves out
 jobs with a lock key or dependencies: the full claim checks, for each candidate, its key's line
 and its dependencies, and setting those checks up costs about 0.5 ms a claim even when no
-candidate needs them (docs/performance.md). On SQLite every claim is full. Fair jobs
-(``fair_key``) are claimed apart on both, by round (fairness.py), as no order of the other
-claims' index serves them.
+candidate needs them (docs/performance.md, "What makes it fast"). On SQLite every claim is
+full. Fair jobs (``fair_key``) are claimed apart on both, by round (fairness.py), as no order
+of the other claims' index serves them.
 
 A worker starts with its base claim (plain, or full where plain claims don't pay) and, when it
 comes back short (or at its first claim), asks which other kinds are due (one look along
@@ -14,7 +14,10 @@ most one extra statement when workers have room. While the base claim keeps ever
 busy, the full claim replaces it at least once per poll interval (``every``). Fair jobs and the
 others take turns: fair jobs are claimed first on every other round of claims while both fill
 their claims, on every round for an interval after the others left room, and at least once per
-interval when none were found: neither kind can hold the other up.
+interval when none were found: neither kind can hold the other up. Limited jobs (under a
+concurrency cap or rate limit) are claimed last in a round that has room, when a look found
+some or the last limited claim left some held back (a running job's end, or a token, may let
+them start), and at least once per interval.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ class ClaimPolicy:
         self._fair_went_first = False
         # The other jobs: while they fill their claims, they and fair jobs take turns.
         self._base = _Looks(waiting=True)
+        # Limited jobs: unknown at start; the first round of claims looks.
+        self._limited = _Looks(waiting=None)
+        self._limited_held_back = False
 
     def claim_round(
         self,
@@ -89,11 +95,18 @@ class ClaimPolicy:
             take(ClaimKind.FAIR)
         if claimed < limit:
             take(self.base())
+        if claimed < limit and self._limited.waiting is not None and self._limited.due(self.every):
+            take(ClaimKind.LIMITED)
         if self.wants_a_look(taken, room=claimed < limit):
             for kind in self.looked(taken, look()):
                 if claimed < limit:
                     take(kind)
         return claimed
+
+    def limited_held_back(self) -> None:
+        """The last limited claim passed over jobs that a limit held back: claim again at
+        the next round (a running job may have ended, a token come)."""
+        self._limited_held_back = True
 
     def fair_first(self) -> bool:
         """Whether this round of claims starts with fair jobs."""
@@ -116,6 +129,10 @@ class ClaimPolicy:
         if kind is ClaimKind.FAIR:
             self._fair.claimed(claimed, limit)
             return
+        if kind is ClaimKind.LIMITED:
+            self._limited.looked(claimed >= limit or self._limited_held_back)
+            self._limited_held_back = False
+            return
         self._base.claimed(claimed, limit)
         if kind is ClaimKind.FULL:
             self._full.claimed(claimed, limit)
@@ -123,10 +140,12 @@ class ClaimPolicy:
     def wants_a_look(self, taken: set[ClaimKind], room: bool) -> bool:
         """Whether to look which other kinds are due, after the claims of kinds ``taken``:
         when they left ``room`` and other kinds may be due, or to learn whether fair jobs wait."""
-        if self._fair.waiting is None:
+        if self._fair.waiting is None or self._limited.waiting is None:
             return True
         return room and (
-            ClaimKind.FAIR not in taken or (self.plain_claims and ClaimKind.FULL not in taken)
+            ClaimKind.FAIR not in taken
+            or ClaimKind.LIMITED not in taken
+            or (self.plain_claims and ClaimKind.FULL not in taken)
         )
 
     def looked(self, taken: set[ClaimKind], waiting: set[ClaimKind]) -> list[ClaimKind]:
@@ -140,4 +159,8 @@ class ClaimPolicy:
             self._fair.looked(ClaimKind.FAIR in waiting)
             if ClaimKind.FAIR in waiting:
                 following.append(ClaimKind.FAIR)
+        if ClaimKind.LIMITED not in taken:
+            self._limited.looked(ClaimKind.LIMITED in waiting)
+            if ClaimKind.LIMITED in waiting:
+                following.append(ClaimKind.LIMITED)
         return following

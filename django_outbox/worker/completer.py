@@ -17,14 +17,18 @@ from collections.abc import Callable
 from django.db import DatabaseError, connections
 
 from ..claimed import ClaimedJob
-from ..db import retry_while_locked
+from ..db import queries_for, retry_while_locked
 from ..db.outage import ErrorBackoff
-from ..jobs.transitions import mark_many_succeeded
+from ..jobs.transitions import mark_many_succeeded, record_cancelled, still_held
 
 logger = logging.getLogger(__name__)
 
-#: Called with each recorded batch and the ids in it whose lease still held.
-OnRecorded = Callable[[list[ClaimedJob], set[int]], None]
+#: What the job's history says of an attempt whose cancel request beat its success mark.
+CANCELLED_AFTER_RETURN = "The handler had returned (atomic=False): its effects stand."
+
+#: Called with each recorded batch, the ids in it marked succeeded, and those recorded as
+#: cancelled (cancel() was requested before the mark); the others' leases were lost.
+OnRecorded = Callable[[list[ClaimedJob], set[int], set[int]], None]
 
 
 class Completer:
@@ -37,6 +41,9 @@ class Completer:
         *,
         interval: float = 0.002,
         retry_seconds: float = 1.0,
+        lock_wait_seconds: float | None = None,
+        history_limit: int | None = None,
+        worker_id: str = "",
     ) -> None:
         self.using = using
         self.on_recorded = on_recorded
@@ -44,6 +51,13 @@ class Completer:
         # tens of jobs per statement, short enough that nobody waits for it.
         self.interval = interval
         self.retry_seconds = retry_seconds
+        # How long its statements wait for a lock (None: as the connection says).
+        self.lock_wait_seconds = lock_wait_seconds
+        self.history_limit = history_limit
+        self.worker_id = worker_id
+        # Set when the last batch left jobs whose rows another transaction locked: they are
+        # tried again after ``retry_seconds``, not every few milliseconds.
+        self._rows_locked = False
         self._pending: list[ClaimedJob] = []
         self._lock = threading.Lock()
         self._has_work = threading.Event()
@@ -88,6 +102,8 @@ class Completer:
                 if error is not None:
                     connection.close()
                     self._stopping.wait(self._errors.failed(error))
+                elif self._rows_locked:
+                    self._stopping.wait(self.retry_seconds)
         finally:
             connection.close()
 
@@ -107,9 +123,15 @@ class Completer:
         if not batch:
             return None
         try:
+            if self.lock_wait_seconds is not None:
+                connection = connections[self.using]
+                queries_for(connection).bound_lock_waits(
+                    connection, self.lock_wait_seconds, self.worker_id
+                )
             marked = retry_while_locked(
                 lambda: mark_many_succeeded(batch, self.using), give_up_after=30
             )
+            cancelled, locked = self._not_marked(batch, marked)
         except DatabaseError as exc:
             # Kept, and tried again: until marked, the jobs' leases are held and extended.
             with self._lock:
@@ -117,5 +139,36 @@ class Completer:
                 self._has_work.set()
             return exc
         self._errors.succeeded()
-        self.on_recorded(batch, marked)
+        self._rows_locked = bool(locked)
+        if locked:
+            # Still held: their leases are extended once the rows are free, and so tried here.
+            with self._lock:
+                self._pending[:0] = locked
+                self._has_work.set()
+            batch = [job for job in batch if job not in locked]
+        self.on_recorded(batch, marked, cancelled)
         return None
+
+    def _not_marked(
+        self, batch: list[ClaimedJob], marked: set[int]
+    ) -> tuple[set[int], list[ClaimedJob]]:
+        """Record the jobs of ``batch`` not marked that cancel() asked to stop as cancelled;
+        return their ids, and the jobs whose rows another transaction locked (to try again).
+        The rest lost their leases."""
+        unmarked = [job for job in batch if job.id not in marked]
+        if not unmarked:
+            return set(), []
+        held = still_held(unmarked, self.using)
+        cancelled: set[int] = set()
+        locked = []
+        for job in unmarked:
+            if job.id not in held:
+                continue
+            if held[job.id]:
+                job.mark_cancel_requested()
+                note = CANCELLED_AFTER_RETURN
+                if record_cancelled(job, self.using, note, self.history_limit):
+                    cancelled.add(job.id)
+            else:
+                locked.append(job)
+        return cancelled, locked

@@ -71,6 +71,13 @@ class WorkerHealth:
             self._last_error_at = now
         self._check()
 
+    def noted(self, message: str) -> None:
+        """Record ``message`` as the latest error without putting the worker in error: a
+        problem outside it (a job's row locked for long) that restarting it would not solve."""
+        with self._lock:
+            self._last_error = message
+            self._last_error_at = self.clock()
+
     def succeeded(self, source: str) -> None:
         """Record that ``source`` worked (ending its run of errors, if any)."""
         with self._lock:

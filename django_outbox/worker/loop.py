@@ -32,10 +32,12 @@ from ..conf import get_settings
 from ..cron.entries import declared_entries
 from ..cron.scheduler import CronScheduler
 from ..db import is_lock_error, queries_for, retry_while_locked
-from ..db.base import ClaimKind
+from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
+from ..limits.claims import claim_limited
 from ..retry import RetryPolicy
+from ..validation.text import worker_id_error
 from . import health, shutdown
 from .activity import ActivityCounter
 from .claims import ClaimPolicy
@@ -45,7 +47,8 @@ from .job_logs import log_job
 from .maintenance import Maintenance
 from .pacing import RetryPacing
 from .registration import Registration
-from .runner import Outcome, report_succeeded, run_job
+from .relay_thread import RelayThread
+from .runner import Outcome, report_cancelled, report_succeeded, run_job
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +88,7 @@ class Worker:
         self,
         *,
         queues: Sequence[str] = (),
+        exclude_queues: Sequence[str] = (),
         concurrency: int | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
@@ -92,16 +96,25 @@ class Worker:
         worker_id: str | None = None,
         prefetch: int | None = None,
         cron: bool = True,
+        relay: bool = True,
     ) -> None:
         outbox = get_settings()
         self.using = outbox.database
         self.queues = list(queues)
+        if self.queues and exclude_queues:
+            raise ValueError(
+                "A worker runs the queues it is given, or every queue but those it excludes, "
+                "not both."
+            )
+        self.excluded_queues = list(exclude_queues)
         self.concurrency = concurrency or outbox.concurrency
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
             outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
         )
+        if worker_id is not None and (problem := worker_id_error(worker_id)):
+            raise ValueError(problem)
         self.worker_id = worker_id or default_worker_id()
         self.lease_seconds = outbox.lease_seconds
         self.poll_seconds = outbox.poll_seconds
@@ -130,12 +143,24 @@ class Worker:
         self._wake = threading.Event()
         # Whether a finished job should wake the loop at once rather than at its next poll.
         self._wake_on_completion = True
+        # Whether the last round of claims left jobs held back by a limit, and how long until
+        # one may start by its rates and pauses (None: when a running job ends).
+        self._limited_held_back = False
+        self._limited_wait: float | None = None
         self._stopping = threading.Event()
         self._aborting = threading.Event()
         # Set once the worker has stopped: its helper threads end.
         self._helpers_done = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._completer = Completer(self.using, self._record_completed)
+        # How long the worker's own statements wait for a lock another transaction holds.
+        self.lock_wait_seconds = worker_lock_wait_seconds(outbox.heartbeat_seconds)
+        self._completer = Completer(
+            self.using,
+            self._record_completed,
+            lock_wait_seconds=self.lock_wait_seconds,
+            history_limit=self.history_limit,
+            worker_id=self.worker_id,
+        )
         # Attempts by queue and minute, for the dashboard's charts (written at heartbeats).
         self.activity = ActivityCounter()
         self.health = health.WorkerHealth(
@@ -166,6 +191,11 @@ class Worker:
             cron=self._cron_scheduler(cron),
             health=self.health,
             registration=self._registration,
+        )
+        # Messages for brokers (publish()) go out from a thread of every worker but burst ones,
+        # which exit once their jobs are done.
+        self._relay = (
+            RelayThread(self.worker_id) if relay and outbox.brokers and not burst else None
         )
         self._claim_errors = ErrorBackoff(
             f"claiming jobs worker={self.worker_id}",
@@ -228,7 +258,7 @@ class Worker:
         logger.info(
             "worker started worker=%s queues=%s concurrency=%s prefetch=%s",
             self.worker_id,
-            ",".join(self.queues) or "*",
+            ",".join(self.queues) or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
             self.concurrency,
             self.prefetch,
         )
@@ -237,6 +267,9 @@ class Worker:
         self._start_threads()
         signals.send(signals.worker_started, Worker, worker=self)
         try:
+            # Registered before the first claim: a worker stuck from its start (its first
+            # statements waiting on a lock) is seen by outbox_health and the dashboard.
+            self._registration.beat()
             self._rescue_before_claiming()
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -260,11 +293,21 @@ class Worker:
                 # A claim that found fewer jobs than it asked for left nothing runnable, and a
                 # finished job adds none: claim again at the next poll, not at every completion.
                 # Burst and max-jobs runs wait for completions to exit promptly.
+                # Jobs held back by a limit may start once a running job ends: claim again at
+                # completions, and when a rate's next token comes or a pause ends.
+                limited = self._limited_held_back
                 self._wake_on_completion = (
-                    len(claimed) == free or self.burst or self._max_jobs_reached()
+                    len(claimed) == free or self.burst or self._max_jobs_reached() or limited
                 )
                 if self.burst and idle_before_claim and not claimed:
                     resume = self._pacing.seconds_to_resume()
+                    token_soon = self._limited_wait is not None and (
+                        self._limited_wait <= self.poll_seconds
+                    )
+                    if limited and token_soon:
+                        # A rate's next token is near: a burst drains rate-limited jobs too
+                        # (a long pause, or a cap other workers fill, ends it).
+                        resume = min(resume or self.poll_seconds, self._limited_retry_in())
                     if resume is None:
                         break
                     # Retries held back for now are runnable: a burst waits for them.
@@ -272,7 +315,7 @@ class Worker:
                     continue
                 if self._max_jobs_reached() and not self.held:
                     break
-                self._wake.wait(self.poll_seconds)
+                self._wake.wait(self._limited_retry_in() if limited else self.poll_seconds)
         finally:
             wakeups.unsubscribe(self._job_enqueued)
             try:
@@ -338,24 +381,54 @@ class Worker:
         connection = connections[self.using]
         queries = queries_for(connection)
         queries.prepare_worker_connection(connection)
+        queries.bound_lock_waits(connection, self.lock_wait_seconds, self.worker_id)
         paused = self._pacing.paused()
 
         jobs: list[ClaimedJob] = []
+        self._limited_held_back = False
+        self._limited_wait = None
 
         def claim(kind: ClaimKind, count: int) -> int:
+            if kind is ClaimKind.LIMITED:
+                return claim_limited_jobs(count)
             claimed = retry_while_locked(
                 lambda: queries.claim(
-                    connection, self.worker_id, self.queues, count, self.lease_seconds, paused, kind
+                    connection,
+                    self.worker_id,
+                    self.queues,
+                    count,
+                    self.lease_seconds,
+                    paused,
+                    kind,
+                    excluded_queues=self.excluded_queues,
                 ),
                 stopping=self._stopping.is_set,
             )
             jobs.extend(claimed)
             return len(claimed)
 
+        def claim_limited_jobs(count: int) -> int:
+            limited = retry_while_locked(
+                lambda: claim_limited(
+                    self.using, self.worker_id, self.queues, count, self.lease_seconds, paused
+                ),
+                stopping=self._stopping.is_set,
+            )
+            jobs.extend(limited.jobs)
+            if limited.held_back:
+                self._limited_held_back = True
+                self._limited_wait = limited.retry_in
+                self._claim_policy.limited_held_back()
+            return len(limited.jobs)
+
         try:
             with queries.claim_lock_wait(connection):
                 self._claim_policy.claim_round(
-                    limit, claim, look=lambda: queries.waiting_kinds(connection, self.queues)
+                    limit,
+                    claim,
+                    look=lambda: queries.waiting_kinds(
+                        connection, self.queues, self.excluded_queues
+                    ),
                 )
         finally:
             # A later claim of the round may fail: the jobs the earlier ones took are this
@@ -366,9 +439,15 @@ class Worker:
                 self._ready.put(job)
         return jobs
 
+    def _limited_retry_in(self) -> float:
+        """How long to wait before claiming again while limits hold jobs back: until a rate's
+        next token or a pause's end, at most a poll interval, and not less than a millisecond."""
+        wait = self.poll_seconds if self._limited_wait is None else self._limited_wait
+        return max(0.001, min(self.poll_seconds, wait))
+
     def _job_enqueued(self, queue: str) -> None:
         """Wake the loop for an enqueue to ``queue`` ("": unknown) that it may claim."""
-        if queue and self.queues and queue not in self.queues:
+        if queue and ((self.queues and queue not in self.queues) or queue in self.excluded_queues):
             return
         with self.held.lock:
             # A busy worker whose completions will claim anyway waits for a batch's worth of
@@ -395,6 +474,8 @@ class Worker:
             self._threads.append(thread)
         self._completer.start()
         self._maintenance.start()
+        if self._relay is not None:
+            self._relay.start()
         if queries_for(connections[self.using]).listens:
             threading.Thread(target=self._listen, name="outbox-listener", daemon=True).start()
 
@@ -472,18 +553,27 @@ class Worker:
             self._slot_freed()
         self._completer.add(job)
 
-    def _record_completed(self, jobs: list[ClaimedJob], marked: set[int]) -> None:
+    def _record_completed(
+        self, jobs: list[ClaimedJob], marked: set[int], cancelled: set[int]
+    ) -> None:
         """Called by the completer once a batch is written."""
         with self.held.lock:
             self.held.drop([job.id for job in jobs])
             for job in jobs:
-                outcome = Outcome.SUCCEEDED if job.id in marked else Outcome.LEASE_LOST
+                if job.id in marked:
+                    outcome = Outcome.SUCCEEDED
+                elif job.id in cancelled:
+                    outcome = Outcome.CANCELLED
+                else:
+                    outcome = Outcome.LEASE_LOST
                 self.stats.outcomes[outcome] += 1
                 self.activity.add(job.queue, outcome)
             self._slot_freed()
         for job in jobs:
             if job.id in marked:
                 report_succeeded(job)
+            elif job.id in cancelled:
+                report_cancelled(job)
             else:
                 log_job(
                     logger,
@@ -528,6 +618,9 @@ class Worker:
                 waited=self.shutdown_timeout,
                 history_limit=self.history_limit,
             )
+        if self._relay is not None:
+            # Its batch in flight finishes (or is handed back); its leases expire otherwise.
+            self._relay.stop(timeout=1.0 if self._aborting.is_set() else 10.0)
         # Jobs whose handler returned are recorded before the worker goes.
         self._completer.stop(timeout=1.0 if self._aborting.is_set() else 30.0)
         self._helpers_done.set()

@@ -17,6 +17,7 @@ from django.db import DatabaseError, connections
 
 from ..cron.scheduler import CronScheduler
 from ..db import queries_for, retry_while_locked
+from ..db.base import worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs.transitions import extend_leases, prune_finished, rescue_expired_leases
 from ..retry import RetryPolicy
@@ -26,10 +27,14 @@ from .job_logs import log_job
 from .watchdog import watch
 
 if TYPE_CHECKING:
+    from ..claimed import ClaimedJob
     from .health import WorkerHealth
     from .registration import Registration
 
 logger = logging.getLogger(__name__)
+
+#: The pruner runs at most this often (or every heartbeat, if that is longer).
+PRUNE_EVERY_SECONDS = 1.0
 
 
 class Maintenance:
@@ -71,13 +76,33 @@ class Maintenance:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for name, what, work, max_delay, source in (
-            ("outbox-heartbeat", "heartbeat", self._beat, 10.0, HEARTBEAT),
-            ("outbox-watchdog", "watching running jobs", self._watch, 10.0, None),
-            ("outbox-pruner", "pruning finished jobs", self._prune_batches, 60.0, None),
+        # Finished jobs are kept for hours or days: pruning more often than every
+        # PRUNE_EVERY_SECONDS would only add statements to an idle worker's load.
+        prune_every = max(self.heartbeat_seconds, PRUNE_EVERY_SECONDS)
+        for name, what, work, max_delay, source, every in (
+            ("outbox-heartbeat", "heartbeat", self._beat, 10.0, HEARTBEAT, self.heartbeat_seconds),
+            (
+                "outbox-watchdog",
+                "watching running jobs",
+                self._watch,
+                10.0,
+                None,
+                self.heartbeat_seconds,
+            ),
+            (
+                "outbox-pruner",
+                "pruning finished jobs",
+                self._prune_batches,
+                60.0,
+                None,
+                prune_every,
+            ),
         ):
             thread = threading.Thread(
-                target=self._repeat, args=(what, work, max_delay, source), name=name, daemon=True
+                target=self._repeat,
+                args=(what, work, max_delay, source, every),
+                name=name,
+                daemon=True,
             )
             thread.start()
             self._threads.append(thread)
@@ -88,9 +113,15 @@ class Maintenance:
             self._threads.append(thread)
 
     def _repeat(
-        self, what: str, work: Callable[[], None], max_delay: float, source: str | None
+        self,
+        what: str,
+        work: Callable[[], None],
+        max_delay: float,
+        source: str | None,
+        every: float,
     ) -> None:
-        """Call ``work`` every heartbeat until the worker stops, riding out database errors.
+        """Call ``work`` every ``every`` seconds until the worker stops, riding out database
+        errors.
 
         Its errors and successes count in the worker's health as ``source``'s, if given.
         """
@@ -103,7 +134,7 @@ class Maintenance:
             health=self.health if source else None,
             source=source or "",
         )
-        wait = self.heartbeat_seconds
+        wait = every
         try:
             while not self.done.wait(wait):
                 try:
@@ -113,15 +144,23 @@ class Maintenance:
                     wait = errors.failed(exc)
                 else:
                     errors.succeeded()
-                    wait = self.heartbeat_seconds
+                    wait = every
         finally:
             connection.close()
 
     # Heartbeat and rescue.
 
+    def _bound_lock_waits(self) -> None:
+        """Let no statement of this thread wait long for a lock (see ``worker_lock_wait``)."""
+        connection = connections[self.using]
+        queries_for(connection).bound_lock_waits(
+            connection, worker_lock_wait_seconds(self.heartbeat_seconds), self.worker_id
+        )
+
     def _beat(self) -> None:
         connection = connections[self.using]
         queries_for(connection).prepare_worker_connection(connection)
+        self._bound_lock_waits()
         self._extend_leases()
         self.rescue()
         if self.health is not None:
@@ -134,6 +173,7 @@ class Maintenance:
             self.registration.beat()
 
     def _watch(self) -> None:
+        self._bound_lock_waits()
         # On a thread of its own: on SQLite a handler's open transaction can keep the
         # heartbeat's writes waiting for the write lock as long as that handler runs.
         watch(
@@ -159,6 +199,50 @@ class Maintenance:
             elif job.id in heartbeat.cancel_requested and not job.cancel_requested:
                 log_job(logger, logging.WARNING, job, "cancel requested")
                 job.mark_cancel_requested()
+            elif job.id in heartbeat.locked:
+                self._row_locked(job, expired=job.id in heartbeat.expired)
+            elif job.row_locked_since is not None:
+                log_job(
+                    logger,
+                    logging.WARNING,
+                    job,
+                    "row free again",
+                    "lease extended after %.1fs locked by another transaction",
+                    time.monotonic() - job.row_locked_since,
+                )
+                job.row_locked_since = None
+                job.expiry_reported = False
+
+    def _row_locked(self, job: ClaimedJob, *, expired: bool) -> None:
+        """Tell that another transaction holds ``job``'s row, so its lease was not extended.
+
+        Only the lease of that job waits: the others were extended. Once its lease has run out
+        the job is at risk of a second run (a worker whose registration went stale may take it
+        back), which is logged as an error and shown as the worker's last error (in
+        ``outbox_health`` and on the dashboard), but does not make the worker unhealthy:
+        restarting it would not free the row.
+        """
+        now = time.monotonic()
+        if job.row_locked_since is None:
+            job.row_locked_since = now
+            log_job(
+                logger,
+                logging.WARNING,
+                job,
+                "row locked",
+                "another transaction holds the job's row; its lease is extended once it is free",
+            )
+        if expired and not job.expiry_reported:
+            job.expiry_reported = True
+            message = (
+                f"Job {job.id}'s row has been locked by another transaction for "
+                f"{now - job.row_locked_since:.0f}s, past its lease: its lease is extended once "
+                "the row is free (look for a long transaction or a SELECT ... FOR UPDATE on "
+                "the job table)."
+            )
+            log_job(logger, logging.ERROR, job, "lease expired while its row was locked")
+            if self.health is not None:
+                self.health.noted(message)
 
     def rescue(self, stopping: Callable[[], bool] | None = None) -> None:
         """Take back the expired leases of jobs this worker does not hold.
@@ -184,6 +268,7 @@ class Maintenance:
 
     def _prune_batches(self) -> None:
         """Delete finished jobs past their retention, in small batches."""
+        self._bound_lock_waits()
         while not self.done.is_set():
             deleted = retry_while_locked(
                 partial(prune_finished, self.using, self.retention),

@@ -41,6 +41,10 @@ logger = logging.getLogger(__name__)
 STALE_HEARTBEATS = 3
 #: ...and never sooner than this: a busy SQLite file can hold a heartbeat back for a while.
 STALE_MIN_SECONDS = 30.0
+#: A worker whose last heartbeat is older than this many of its intervals is late...
+LATE_HEARTBEATS = 2
+#: ...and never sooner than this (a heartbeat's own statements may take a moment).
+LATE_MIN_SECONDS = 2.0
 #: Rows of workers silent this long are deleted by other workers' heartbeats.
 FORGET_SECONDS = 3600.0
 #: Longest wait for a lock on the registry's row (less, with short heartbeats).
@@ -92,7 +96,8 @@ class Registration:
         delete silent workers' rows and old activity. On a database error, log and go on."""
         try:
             self._briefly(self._write)
-            if self.activity is not None:
+            # Only with something to write: an idle worker's beats stay one statement.
+            if self.activity is not None and self.activity.has_counts():
                 self._briefly(partial(self.activity.write, self.using))
             if time.monotonic() >= self._next_cleanup:
                 self._next_cleanup = time.monotonic() + CLEANUP_EVERY
@@ -206,6 +211,12 @@ class Registered:
         return self.heartbeat_age > stale_after(self.row.heartbeat_seconds)
 
     @property
+    def late(self) -> bool:
+        """Its heartbeat is overdue (more than ``LATE_HEARTBEATS`` intervals) without being
+        stale yet: stuck on something, a lock say, or busy."""
+        return not self.stale and self.heartbeat_age > late_after(self.row.heartbeat_seconds)
+
+    @property
     def healthy(self) -> bool:
         """Live, and not in error for longer than allowed (OUTBOX["HEALTH"])."""
         health = get_settings().health
@@ -215,6 +226,11 @@ class Registered:
             allowed_error_seconds=health["ALLOWED_ERROR_SECONDS"],
             grace_seconds=health["GRACE_SECONDS"],
         )
+
+
+def late_after(heartbeat_seconds: float) -> float:
+    """Seconds without a heartbeat after which a worker beating this often is late."""
+    return max(LATE_HEARTBEATS * heartbeat_seconds, LATE_MIN_SECONDS)
 
 
 def stale_after(heartbeat_seconds: float) -> float:

@@ -9,7 +9,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import connections, transaction
 from django.dispatch import Signal
@@ -17,10 +17,12 @@ from django.dispatch import Signal
 from .. import signals
 from ..claimed import ClaimedJob, reset_current_job, set_current_job
 from ..db import queries_for, retry_while_locked
+from ..django_task_jobs import TASK_NAMES as DJANGO_TASK_NAMES
 from ..exceptions import (
     BrokenTransactionError,
     Halt,
     LeaseLostError,
+    RateLimited,
     Snooze,
     TaskNotRegisteredError,
     TimedOut,
@@ -28,12 +30,14 @@ from ..exceptions import (
 from ..jobs.context_variables import restored
 from ..jobs.transitions import (
     Failure,
+    cancel_was_requested,
     mark_succeeded,
     record_cancelled,
     record_failure,
     record_halt,
     record_snooze,
 )
+from ..limits.pauses import PER, pause
 from ..models import JobStatus
 from ..retry import RetryPolicy, decision_delay
 from ..tasks.base import Task
@@ -166,7 +170,7 @@ def _run_job(
 
     if job.cancel_requested:
         # Cancelled while it waited in this worker (prefetched): it never starts.
-        return _cancel(job, task, using)
+        return _cancel(job, task, using, "The handler never started.", history_limit)
 
     try:
         job.decode_payload()
@@ -209,7 +213,7 @@ def _run_job(
                 complete_later(job)
                 return None
             if not mark_succeeded(job, using):
-                raise LeaseLostError(f"Job {job.id} lost its lease; its effects are not undone.")
+                _raise_cancelled_or_lost(job, using, "its effects are not undone")
     except LeaseLostError as lost:
         log_job(logger, logging.WARNING, job, "lease lost", "%s", lost)
         return Outcome.LEASE_LOST
@@ -217,9 +221,11 @@ def _run_job(
         job.error = exc
         # However the handler ended, a cancel request seen meanwhile decides the outcome.
         if job.cancel_requested:
-            return _cancel(job, task, using)
+            return _cancel(job, task, using, _cancel_note(task, job), history_limit)
         if isinstance(exc, Snooze):
             return _snooze(job, task, exc, using, history_limit, fallback)
+        if isinstance(exc, RateLimited):
+            return _rate_limited(job, task, exc, using, history_limit, fallback)
         if isinstance(exc, Halt):
             return _halt(job, task, exc, using)
         if job.timed_out is not None:
@@ -249,9 +255,26 @@ def _run_atomic(task: Task, job: ClaimedJob, using: str) -> None:
             raise CancelRequested
         if job.timed_out is not None:
             raise TimedOut(job.timed_out)
-        # If the lease was lost meanwhile, raising rolls back the handler's writes too.
+        # If the lease was lost meanwhile, or a cancel request committed while the success
+        # mark waited for the row (cancel() in a caller's open transaction), raising rolls
+        # back the handler's writes too.
         if not mark_succeeded(job, using):
-            raise LeaseLostError(f"Job {job.id} lost its lease before it could commit.")
+            _raise_cancelled_or_lost(job, using, "before it could commit")
+
+
+def _raise_cancelled_or_lost(job: ClaimedJob, using: str, what: str) -> NoReturn:
+    """The success mark changed nothing: raise CancelRequested if cancel() asked ``job`` to
+    stop (its attempt ends cancelled), else LeaseLostError."""
+    if cancel_was_requested(job, using):
+        job.mark_cancel_requested()
+        raise CancelRequested
+    raise LeaseLostError(f"Job {job.id} lost its lease {what}.")
+
+
+def report_cancelled(job: ClaimedJob) -> None:
+    """Log the cancellation of ``job`` recorded by the completer, and send ``job_cancelled``."""
+    with restored(job.context):
+        report(job, get_task(job.task_name), Outcome.CANCELLED)
 
 
 def report_succeeded(job: ClaimedJob, task: Task | None = None) -> None:
@@ -309,6 +332,10 @@ def _fail(
 ) -> Outcome:
     retry_in, note = retry_delay(task, job, exc, fallback)
     error = _describe(exc) + (f" ({note})" if note else "")
+    if job.task_name in DJANGO_TASK_NAMES:
+        # Django's TaskResult.errors lists every failed attempt; the backend bounds a Django
+        # task's attempts (ERROR_HISTORY_MAX), so keeping them all stays bounded.
+        history_limit = max(history_limit, job.max_attempts)
     status = record_failure(
         job_id=job.id,
         lease_token=job.lease_token,
@@ -352,6 +379,31 @@ def _snooze(
     return report(job, task, Outcome.SNOOZED, "seconds=%g", seconds, seconds=seconds)
 
 
+def _rate_limited(
+    job: ClaimedJob,
+    task: Task,
+    limited: RateLimited,
+    using: str,
+    history_limit: int,
+    fallback: RetryPolicy,
+) -> Outcome:
+    """Pause the limit the handler named, and snooze the job until the pause ends."""
+    problem = snooze_error(limited.retry_after)
+    if problem is None and limited.per is not None and limited.per not in PER:
+        problem = f"per must be one of {PER} or None, not {limited.per!r}."
+    if problem:
+        error = ValueError(f"{task.name} raised RateLimited({limited.retry_after!r}): {problem}")
+        trace = "".join(traceback.format_exception(limited))
+        return _fail(job, task, error, trace, using, history_limit, fallback)
+    seconds = float(limited.retry_after)
+    scope = pause(using, job, seconds, limited.per)
+    if not _lease_held(job, record_snooze(job, seconds, using), "rate limit"):
+        return Outcome.LEASE_LOST
+    return report(
+        job, task, Outcome.SNOOZED, "rate_limited=%s seconds=%g", scope, seconds, seconds=seconds
+    )
+
+
 def _halt(job: ClaimedJob, task: Task, halt: Halt, using: str) -> Outcome:
     reason = halt.reason if isinstance(halt.reason, str) else repr(halt.reason)
     if not _lease_held(job, record_halt(job, reason, using), "halt"):
@@ -359,7 +411,19 @@ def _halt(job: ClaimedJob, task: Task, halt: Halt, using: str) -> Outcome:
     return report(job, task, Outcome.HALTED, "reason=%s", reason, reason=reason)
 
 
-def _cancel(job: ClaimedJob, task: Task | None, using: str) -> Outcome:
-    if not _lease_held(job, record_cancelled(job, using), "cancellation"):
+def _cancel_note(task: Task, job: ClaimedJob) -> str:
+    """What became of an attempt cancelled while it ran, for the job's history."""
+    if not job.handler_done:
+        return "The handler was stopped."
+    if task.atomic:
+        return "The handler had returned; its writes were rolled back."
+    return "The handler had returned (atomic=False): its effects stand."
+
+
+def _cancel(
+    job: ClaimedJob, task: Task | None, using: str, note: str, history_limit: int
+) -> Outcome:
+    recorded = record_cancelled(job, using, note, history_limit)
+    if not _lease_held(job, recorded, "cancellation"):
         return Outcome.LEASE_LOST
     return report(job, task, Outcome.CANCELLED)

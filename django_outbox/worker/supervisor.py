@@ -29,8 +29,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Longest pause before restarting a worker that keeps dying.
+#: Pause before restarting a worker that died, doubled at each death in a row...
+FIRST_RESTART_DELAY = 1.0
+#: ...up to this...
 MAX_RESTART_DELAY = 30.0
+#: ...and back to the first once the worker has run this long: a death after a healthy run is
+#: not part of a crash loop.
+HEALTHY_RUN_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class WorkerOptions:
     """What each worker process runs with: ``Worker``'s arguments, and modules to import."""
 
     queues: Sequence[str] = ()
+    exclude_queues: Sequence[str] = ()
     concurrency: int | None = None
     burst: bool = False
     max_jobs: int | None = None
@@ -47,6 +53,8 @@ class WorkerOptions:
     log_level: int | None = None
     # Whether the worker enqueues cron entries' ticks (run_outbox_worker --no-cron: not).
     cron: bool = True
+    # Whether the worker runs the relay in a thread (run_outbox_worker --no-relay: not).
+    relay: bool = True
     # Log warnings and errors only, whatever the project's logging says (for the bench, where a
     # line per job would be most of what it measures).
     quiet: bool = False
@@ -63,6 +71,7 @@ class WorkerOptions:
 
         return Worker(
             queues=self.queues,
+            exclude_queues=self.exclude_queues,
             concurrency=self.concurrency,
             burst=self.burst,
             max_jobs=self.max_jobs,
@@ -70,6 +79,7 @@ class WorkerOptions:
             worker_id=self.worker_id,
             prefetch=self.prefetch,
             cron=self.cron,
+            relay=self.relay,
         )
 
     def for_process(self, number: int) -> WorkerOptions:
@@ -77,8 +87,14 @@ class WorkerOptions:
         return replace(self, worker_id=worker_id, supervisor_pid=os.getpid())
 
 
+#: Django's tasks framework logs each task's enqueue (DEBUG), start and end (INFO, ERROR for a
+#: failure) here: django.tasks on Django 6, the backport's django_tasks on 5.2.
+DJANGO_TASKS_LOGGERS = ("django.tasks", "django_tasks")
+
+
 def configure_console_logging(level: int) -> None:
-    """Show the worker's log on stderr unless the project configured logging itself."""
+    """Show the worker's log on stderr unless the project configured logging itself: the
+    outbox's lines, and Django's tasks framework's (``Task id=... state=...``), at ``level``."""
     package_logger = logging.getLogger("django_outbox")
     if package_logger.handlers or logging.getLogger().handlers:
         return
@@ -88,6 +104,14 @@ def configure_console_logging(level: int) -> None:
     )
     package_logger.addHandler(handler)
     package_logger.setLevel(level)
+    for name in DJANGO_TASKS_LOGGERS:
+        tasks_logger = logging.getLogger(name)
+        if tasks_logger.handlers:
+            continue
+        tasks_logger.addHandler(handler)
+        tasks_logger.setLevel(level)
+        # Django's own "django" console handler shows them too when DEBUG is on: once is enough.
+        tasks_logger.propagate = False
 
 
 def run_worker_process(options: WorkerOptions) -> None:
@@ -146,7 +170,10 @@ class Supervisor:
         self._children: dict[int, BaseProcess] = {}
         self._stopping = threading.Event()
         self._aborting = False
-        self._restart_delay = 1.0
+        # Each worker's own back-off (by process number), so that one crash loop never delays
+        # restarting another, and the restarts waiting for their time.
+        self._restart_delays: dict[int, float] = {}
+        self._restart_at: dict[int, float] = {}
         self._started_at: dict[int, float] = {}
 
     @property
@@ -186,18 +213,39 @@ class Supervisor:
     def wait(self) -> int:
         """Supervise until every worker has exited; return how many exited with an error."""
         failures = 0
-        while self._children:
-            finished = wait([child.sentinel for child in self._children.values()], timeout=1.0)
+        while self._children or self._restart_at:
+            timeout = 1.0
+            if self._restart_at:
+                timeout = min(timeout, max(0.0, min(self._restart_at.values()) - time.monotonic()))
+            sentinels = [child.sentinel for child in self._children.values()]
+            if sentinels:
+                finished = wait(sentinels, timeout=timeout)
+            else:
+                self._stopping.wait(timeout)
+                finished = []
             for number, child in list(self._children.items()):
                 if child.sentinel not in finished:
                     continue
                 child.join()
                 del self._children[number]
                 failures += self._on_exit(number, child)
+            self._restart_due()
         return failures
 
+    def _restart_due(self) -> None:
+        """Start the workers whose restart is due (none once stopping)."""
+        if self._stopping.is_set():
+            self._restart_at.clear()
+            return
+        now = time.monotonic()
+        for number, due in list(self._restart_at.items()):
+            if due <= now:
+                del self._restart_at[number]
+                self._start(number)
+
     def _on_exit(self, number: int, child: BaseProcess) -> int:
-        """Restart ``child`` if it should still run; return 1 if its exit was an error."""
+        """Schedule ``child``'s restart if it should still run; return 1 if its exit was an
+        error. Never waits: the others are supervised meanwhile."""
         code = child.exitcode
         if self._stopping.is_set():
             # A stop asked for is no error: a worker still starting when the stop came may die
@@ -207,19 +255,20 @@ class Supervisor:
         if code == 0 and (self.options.burst or self.options.max_jobs):
             # Its work is done; the supervisor exits once every worker's is.
             return 0
-        if time.monotonic() - self._started_at.get(number, 0.0) > 2 * MAX_RESTART_DELAY:
-            # It ran well for a while: a crash now is not part of a crash loop.
-            self._restart_delay = 1.0
+        ran = time.monotonic() - self._started_at.get(number, 0.0)
+        delay = self._restart_delays.get(number, FIRST_RESTART_DELAY)
+        if ran >= HEALTHY_RUN_SECONDS:
+            delay = FIRST_RESTART_DELAY
         logger.error(
-            "worker process number=%s pid=%s exited with code %s; restarting in %ss",
+            "worker process number=%s pid=%s exited with code %s after %.0fs; restarting in %gs",
             number,
             child.pid,
             code,
-            self._restart_delay,
+            ran,
+            delay,
         )
-        if not self._stopping.wait(self._restart_delay):
-            self._restart_delay = min(self._restart_delay * 2, MAX_RESTART_DELAY)
-            self._start(number)
+        self._restart_at[number] = time.monotonic() + delay
+        self._restart_delays[number] = min(delay * 2, MAX_RESTART_DELAY)
         # Logged and dealt with: the supervisor's own exit is not an error for it.
         return 0
 

@@ -120,9 +120,11 @@ def outside_path_reads(sql):
     return PATH_READ.sub("", sql)
 
 
-def post_action(client, action, jobs):
+def post_action(client, action, jobs, **fields):
+    """Post the list's ``action`` on ``jobs``; ``fields`` are posted too (``outbox_confirmed=
+    "yes"``: as from the confirmation page of an action that asks)."""
     return client.post(
         reverse(CHANGELIST),
-        {"action": action, "_selected_action": [job.pk for job in jobs], "index": 0},
+        {"action": action, "_selected_action": [job.pk for job in jobs], "index": 0, **fields},
         follow=True,
     )

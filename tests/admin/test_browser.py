@@ -27,9 +27,11 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.select import Select
+    from selenium.webdriver.support.wait import WebDriverWait
 except ImportError:  # pragma: no cover - the dev extra installs it
-    MISSING.append("selenium (pip install -e .[dev])")
+    MISSING.append("selenium (pip install --group dev)")
 
 #: How long the browser waits for an element to appear.
 WAIT_SECONDS = 10
@@ -88,7 +90,10 @@ def test_an_operator_finds_a_failed_job_fixes_its_payload_and_sees_it_succeed(br
     assert Job.objects.get(pk=job.pk).status == JobStatus.FAILED
 
     log_in(browser, live_server, "operator")
-    # Find it: the status filter.
+    # Find it: the status filter, a menu in the bar above the list.
+    browser.find_element(
+        By.XPATH, "//details[@class='outbox-filter']/summary[starts-with(., 'Status')]"
+    ).click()
     browser.find_element(By.LINK_TEXT, "Failed").click()
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 1
@@ -97,7 +102,9 @@ def test_an_operator_finds_a_failed_job_fixes_its_payload_and_sees_it_succeed(br
 
     # Read why: the error, the traceback, each attempt.
     assert status_on_page(browser) == "Failed"
-    traceback = browser.find_element(By.CSS_SELECTOR, ".field-traceback_display pre").text
+    # The traceback is folded on the first screen: a click (or Enter) unfolds it.
+    browser.find_element(By.CSS_SELECTOR, "details.outbox-traceback summary").click()
+    traceback = browser.find_element(By.CSS_SELECTOR, "details.outbox-traceback pre").text
     assert "Traceback (most recent call last)" in traceback
     assert "KeyError: 'email'" in traceback
     history = browser.find_element(By.CSS_SELECTOR, "table.outbox-history").text
@@ -160,3 +167,140 @@ def test_a_user_who_may_only_view_jobs_is_offered_no_action_and_refused_one(brow
     browser.get(f"{live_server.url}/admin/django_outbox/job/{job.pk}/edit-payload/")
     assert "403" in browser.title or "Forbidden" in browser.page_source
     assert Job.objects.get(pk=job.pk).status == JobStatus.FAILED
+
+
+def viewport(browser, width, height):
+    """Make the page's viewport (not the window) ``width`` by ``height`` CSS pixels."""
+    browser.set_window_size(width, height)
+    inner = browser.execute_script("return [window.innerWidth, window.innerHeight]")
+    browser.set_window_size(2 * width - inner[0], 2 * height - inner[1])
+    assert browser.execute_script("return window.innerWidth") == width
+
+
+def long_failed_jobs(count):
+    error = (
+        "ConnectionError: HTTPSConnectionPool(host='payments.example.com', port=443): Max "
+        "retries exceeded with url: /v1/charges (Caused by NewConnectionError('<urllib3."
+        "connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection'))"
+        "\nand a second line"
+    )
+    payload = {"number": 7, "customer": {"name": "Ada"}}
+    return [make_failed(tasks.sends_invoice.enqueue(payload), error=error) for _ in range(count)]
+
+
+def test_each_failed_job_fits_one_line_at_1280_px_with_the_sidebar_open(browser, live_server):
+    User.objects.create_superuser("operator", password="pw")
+    long_failed_jobs(8)
+    viewport(browser, 1280, 800)
+    log_in(browser, live_server, "operator")
+    browser.get(f"{live_server.url}/admin/django_outbox/job/?status__exact=failed")
+    sidebar = browser.find_element(By.ID, "nav-sidebar")
+    assert sidebar.is_displayed()
+    table = browser.find_element(By.ID, "result_list")
+    box = browser.find_element(By.CSS_SELECTOR, "#changelist .results")
+    # The table fits its box: nothing to scroll sideways, the error column inside the window.
+    assert table.rect["x"] + table.rect["width"] <= box.rect["x"] + box.rect["width"] + 1
+    error = browser.find_element(By.CSS_SELECTOR, "#result_list td.field-last_error_short")
+    assert error.rect["x"] + error.rect["width"] <= 1280
+    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert len(rows) == 8
+    line = browser.execute_script(
+        "return parseFloat(getComputedStyle(document.querySelector('#result_list td')).lineHeight)"
+    )
+    for row in rows:
+        assert row.rect["height"] < 2 * line + 12, row.rect  # one line and its padding
+    # The whole start of the error on hover.
+    clipped = rows[0].find_element(By.CSS_SELECTOR, ".outbox-error")
+    assert clipped.get_attribute("title").startswith("ConnectionError: HTTPSConnectionPool")
+    assert clipped.get_attribute("title").endswith("and a second line")
+    # At 1024 px the status is still on screen.
+    viewport(browser, 1024, 768)
+    status = browser.find_element(By.CSS_SELECTOR, "#result_list .outbox-status")
+    assert status.rect["x"] + status.rect["width"] <= 1024
+
+
+def test_a_failed_job_s_error_is_on_the_first_screen_of_a_phone(browser, live_server):
+    User.objects.create_superuser("operator", password="pw")
+    [job] = long_failed_jobs(1)
+    viewport(browser, 390, 844)
+    log_in(browser, live_server, "operator")
+    browser.get(f"{live_server.url}/admin/django_outbox/job/{job.pk}/change/")
+    for selector in (".outbox-summary", ".outbox-error-text", ".outbox-retry"):
+        element = browser.find_element(By.CSS_SELECTOR, selector)
+        assert element.rect["y"] + element.rect["height"] <= 844, selector
+        assert element.rect["x"] + element.rect["width"] <= 390, selector
+
+
+def test_an_operator_retries_and_cancels_with_the_keyboard_alone(browser, live_server):
+    User.objects.create_superuser("operator", password="pw")
+    failed = make_failed(tasks.noop.enqueue())
+    waiting = tasks.noop.enqueue(delay=3600)
+    log_in(browser, live_server, "operator")
+    browser.get(f"{live_server.url}/admin/django_outbox/job/{failed.pk}/change/")
+    assert tab_to(browser, "button.outbox-retry")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    assert messages(browser) == [f"Job {failed.pk} is ready to run again."]
+    assert Job.objects.get(pk=failed.pk).status == JobStatus.READY
+
+    browser.get(f"{live_server.url}/admin/django_outbox/job/{waiting.pk}/change/")
+    assert tab_to(browser, "a.outbox-cancel")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    # A page that asks; the job waits still.
+    assert "will not run" in browser.find_element(By.ID, "content-main").text
+    assert Job.objects.get(pk=waiting.pk).status == JobStatus.READY
+    assert tab_to(browser, "input.outbox-confirm-cancel")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    assert messages(browser) == [f"Job {waiting.pk} was cancelled: it will not run."]
+    assert Job.objects.get(pk=waiting.pk).status == JobStatus.CANCELLED
+
+
+def tab_to(browser, selector, presses=60):
+    """Press Tab until the element ``selector`` has the focus; whether it got it."""
+    target = browser.find_element(By.CSS_SELECTOR, selector)
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.click()
+    for _ in range(presses):
+        browser.switch_to.active_element.send_keys(Keys.TAB)
+        if browser.switch_to.active_element == target:
+            return True
+    return False
+
+
+def test_the_dashboard_refreshes_its_counts_without_reloading(browser, live_server, monkeypatch):
+    from django_outbox.admin import dashboard
+
+    monkeypatch.setattr(dashboard, "REFRESH_SECONDS", 1)
+    User.objects.create_superuser("operator", password="pw")
+    log_in(browser, live_server, "operator")
+    browser.get(f"{live_server.url}/admin/django_outbox/dashboard/")
+    browser.execute_script("window.outboxNotReloaded = true")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#outbox-queues td.failed-count a")
+    job = make_failed(tasks.noop.enqueue())
+    link = WebDriverWait(browser, WAIT_SECONDS).until(
+        lambda driver: driver.find_element(By.CSS_SELECTOR, "#outbox-queues td.failed-count a")
+    )
+    assert link.text == "1"
+    assert browser.execute_script("return window.outboxNotReloaded") is True
+    assert "Updated at" in browser.find_element(By.ID, "outbox-refresh-status").text
+    # The number leads to its list.
+    link.click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert [row.find_element(By.CSS_SELECTOR, "th a").text for row in rows] == [str(job.pk)]
+
+
+def test_select_all_says_it_acts_on_every_matching_job(browser, live_server, monkeypatch):
+    from django_outbox.admin.job_admin import JobAdmin
+
+    monkeypatch.setattr(JobAdmin, "list_per_page", 2)
+    User.objects.create_superuser("operator", password="pw")
+    for _ in range(3):
+        make_failed(tasks.always_fails.enqueue())
+    log_in(browser, live_server, "operator")
+    browser.get(f"{live_server.url}/admin/django_outbox/job/?status__exact=failed")
+    browser.find_element(By.ID, "action-toggle").click()
+    question = browser.find_element(By.CSS_SELECTOR, ".actions .question")
+    assert question.text == "Select every job this search and these filters match (3)"
+    question.find_element(By.TAG_NAME, "a").click()
+    assert browser.find_element(By.CSS_SELECTOR, ".actions .all").text == (
+        "Every job this search and these filters match is selected (3)."
+    )

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_outbox.admin.dashboard import duration_text
+from django_outbox.admin.times import duration_text
 from django_outbox.models import Job, JobStatus, QueueActivity, WorkerProcess
 from django_outbox.stats.overview import dashboard
 from django_outbox.tasks.enqueue import build_job
@@ -81,21 +81,31 @@ def running(count: int, queue: str) -> None:
     )
 
 
-def test_the_depth_of_each_queue_and_its_oldest_due_job():
+def test_the_counts_of_each_queue_and_task_and_the_oldest_due_job():
     jobs(2, run_at=ago(minutes=2))
     jobs(1, run_at=ago(seconds=-600))  # scheduled: ready, not due
     jobs(1, status=JobStatus.RETRYING, run_at=ago(minutes=1), attempts=1)
+    jobs(1, status=JobStatus.RETRYING, run_at=ago(seconds=-60), attempts=1)  # retries later
     running(1, "emails")
     jobs(1, status=JobStatus.HALTED, attempts=1)
     jobs(2, "bulk", fair_key="tenant-1", fair_round=1, run_at=ago(seconds=30))
     jobs(3, status=JobStatus.SUCCEEDED, finished_at=ago(minutes=5), attempts=1)
+    jobs(2, status=JobStatus.FAILED, finished_at=ago(minutes=5), attempts=1)
+    other_task = build_job(tasks.always_fails, {}, queue="bulk")
+    other_task.status, other_task.attempts = JobStatus.FAILED, 1
+    other_task.save()
 
     figures = dashboard()
 
     bulk, emails = figures.queues
     assert (bulk.name, emails.name) == ("bulk", "emails")
-    assert emails.depth == {"ready": 3, "retrying": 1, "running": 1, "halted": 1}
-    assert bulk.depth == {"ready": 2, "retrying": 0, "running": 0, "halted": 0}
+    # A delayed job is scheduled, not due (nor "ready" to an operator's eye).
+    assert emails.counts == {"failed": 2, "due": 3, "scheduled": 2, "running": 1, "halted": 1}
+    assert bulk.counts == {"failed": 1, "due": 2, "scheduled": 0, "running": 0, "halted": 0}
+    always_fails, noop = figures.tasks
+    assert (always_fails.name, noop.name) == (tasks.always_fails.name, tasks.noop.name)
+    assert always_fails.counts == {"failed": 1, "due": 0, "scheduled": 0, "running": 0, "halted": 0}
+    assert noop.counts == {"failed": 2, "due": 5, "scheduled": 2, "running": 1, "halted": 1}
     # The longest-waiting due job: the ready ones due two minutes ago, not the scheduled one.
     assert emails.oldest_due_age is not None
     assert 118 <= emails.oldest_due_age < 150
@@ -146,7 +156,7 @@ def test_each_minute_is_charted_in_its_bucket():
     assert sum(day.retried) == 5
     # Fifteen-minute buckets: three hours ago is 12 buckets before this one.
     assert day.succeeded[-13] == 11
-    assert emails.depth == {"ready": 0, "retrying": 0, "running": 0, "halted": 0}
+    assert emails.counts == {"failed": 0, "due": 0, "scheduled": 0, "running": 0, "halted": 0}
     assert emails.oldest_due_age is None
 
 
@@ -230,8 +240,8 @@ def test_duration_text(seconds, text):
     assert duration_text(seconds) == text
 
 
-def staff(*permissions: str) -> Client:
-    user = User.objects.create_user("staff", password="x", is_staff=True)
+def staff(*permissions: str, username: str = "staff") -> Client:
+    user = User.objects.create_user(username, password="x", is_staff=True)
     for codename in permissions:
         user.user_permissions.add(Permission.objects.get(codename=codename))
     client = Client()
@@ -303,8 +313,10 @@ def _explain(sql: str) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_every_query_on_the_job_table_reads_an_index_not_the_finished_jobs():
     # Many finished jobs before the windows, a few waiting, running, halted and recent ones.
-    many_finished(20_000, JobStatus.SUCCEEDED, ago(days=3))
-    many_finished(20_000, JobStatus.FAILED, ago(days=3))
+    # The failed ones are counted (the dashboard's first column), along their own indexes: a
+    # few among many, as where failures are looked after.
+    many_finished(38_000, JobStatus.SUCCEEDED, ago(days=3))
+    many_finished(2_000, JobStatus.FAILED, ago(days=3))
     jobs(20)
     jobs(5, "bulk", fair_key="k", fair_round=1)
     running(3, "emails")
@@ -364,3 +376,77 @@ def test_the_dashboard_lists_cron_entries_with_their_next_run_and_last_job():
 def test_without_cron_entries_the_dashboard_has_no_periodic_tasks_section():
     page = staff("view_job").get(reverse(DASHBOARD)).content.decode()
     assert "Periodic tasks" not in page
+
+
+LIVE = "admin:django_outbox_dashboard_live"
+CHANGELIST = "admin:django_outbox_job_changelist"
+
+
+def test_each_count_links_to_the_list_it_stands_for():
+    jobs(2, run_at=ago(minutes=1))  # due
+    delayed = jobs(1, run_at=ago(seconds=-3600))  # scheduled: not due, not counted as ready
+    jobs(3, status=JobStatus.FAILED, finished_at=ago(minutes=2), attempts=1)
+    client = staff("view_job")
+    page = client.get(reverse(DASHBOARD)).content.decode()
+    counts = {
+        "failed": ("status__exact=failed", 3),
+        "due": ("waiting=due", 2),
+        "scheduled": ("waiting=scheduled", 1),
+    }
+    for name, (query, value) in counts.items():
+        for filters in ("queue=emails", f"task_name={tasks.noop.name}"):
+            link = f'href="{reverse(CHANGELIST)}?{filters}&amp;{query}"'
+            assert link in page, (name, filters)
+            # The list behind the link has as many jobs as the count says.
+            listing = client.get(f"{reverse(CHANGELIST)}?{filters}&{query}")
+            assert len(listing.context["cl"].result_list) == value, (name, filters)
+    scheduled = client.get(reverse(CHANGELIST), {"waiting": "scheduled"})
+    assert [job.pk for job in scheduled.context["cl"].result_list] == [delayed[0].pk]
+
+
+def test_the_live_view_serves_the_figures_alone_fresh_and_to_viewers_only():
+    jobs(1, run_at=ago(minutes=1))
+    viewer = staff("view_job")
+    response = viewer.get(reverse(LIVE))
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    page = response.content.decode()
+    assert 'id="outbox-queues"' in page
+    assert "<html" not in page
+    assert staff(username="other").get(reverse(LIVE)).status_code == 403
+    # The page loads the script that fetches it, from this site, with the URL to fetch.
+    full = viewer.get(reverse(DASHBOARD)).content.decode()
+    assert f'data-refresh-url="{reverse(LIVE)}"' in full
+    assert 'src="/static/django_outbox/dashboard.js"' in full
+
+
+def test_a_stale_or_erroring_worker_is_a_warning_at_the_top():
+    now = timezone.now()
+    for worker_id, in_error in (("dead", False), ("failing", True), ("fine", False)):
+        WorkerProcess.objects.create(
+            worker_id=worker_id,
+            instance=uuid.uuid4(),
+            host="h",
+            pid=1,
+            queues=[],
+            concurrency=1,
+            started_at=now,
+            heartbeat_seconds=1.0,
+            in_error_since=now - datetime.timedelta(seconds=30) if in_error else None,
+            last_error="OperationalError: <b>the database is locked</b>" if in_error else "",
+        )
+    WorkerProcess.objects.filter(worker_id="dead").update(
+        last_heartbeat_at=now - datetime.timedelta(seconds=STALE_MIN_SECONDS + 5)
+    )
+    page = staff("view_job").get(reverse(DASHBOARD)).content.decode()
+    warning = page.index('class="outbox-warnings" role="alert"')
+    assert warning < page.index('id="outbox-queues"')
+    assert "Worker dead on h stopped heartbeating" in page
+    assert "Worker failing: in error for" in page
+    assert "&lt;b&gt;the database is locked&lt;/b&gt;" in page
+    assert "Worker fine" not in page
+
+
+def test_without_a_troubled_worker_there_is_no_warning():
+    page = staff("view_job").get(reverse(DASHBOARD)).content.decode()
+    assert 'class="outbox-warnings"' not in page

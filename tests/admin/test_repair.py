@@ -70,17 +70,20 @@ class TestList:
         response = admin_client.get(reverse(CHANGELIST))
         assert 'class="outbox-status outbox-status-failed"' in response.text
         assert ">Failed</span>" in response.text
-        assert "3\xa0hours" in response.text
+        assert ">3 h 0 min</time>" in response.text
         assert "3 / 3" in response.text
-        assert "KeyError: &#x27;email&#x27;" in response.text
-        # Only the first line.
-        assert "zebra" not in response.text
+        # The first line in the cell; the start of the error, escaped, in its tooltip.
+        assert (
+            '<span class="outbox-clip outbox-error" title="KeyError: &#x27;email&#x27;\n'
+            'while sending &lt;b&gt;zebra&lt;/b&gt; 7">KeyError: &#x27;email&#x27;</span>'
+        ) in response.text
+        assert "<b>zebra" not in response.text
 
     def test_reads_only_the_start_of_the_last_error(self, admin_client):
         make_failed(tasks.always_fails.enqueue(), error="E" * 5_000 + " the end")
         response = admin_client.get(reverse(CHANGELIST))
         [job] = response.context["cl"].result_list
-        assert len(job.last_error_head) == 200
+        assert len(job.last_error_head) == 500
         assert " the end" not in response.text
 
 

@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_outbox.admin.filters import queue_choices, task_choices
-from django_outbox.admin.paging import JobPaginator, count_text, estimated_rows
+from django_outbox.admin.job_admin import JobAdmin
+from django_outbox.admin.paging import JobPaginator, estimated_rows
 from django_outbox.models import Job, JobStatus
 from django_outbox.tasks.registry import registered_names
 from tests.admin.helpers import (
@@ -99,29 +100,82 @@ class TestBoundedCount:
         for _ in range(3):
             tasks.noop.enqueue()
         response = admin_client.get(reverse(CHANGELIST))
-        paginator = response.context["cl"].paginator
-        assert (paginator.exact, paginator.count, count_text(paginator)) == (True, 3, "3")
+        cl = response.context["cl"]
+        assert (cl.paginator.exact, cl.paginator.count, str(cl.result_count)) == (True, 3, "3")
+        assert not cl.by_key
         assert "3 jobs" in response.text
 
-    def test_past_the_limit_the_list_pages_through_the_newest_and_says_about_how_many(
+    def test_past_the_limit_the_list_says_more_than_the_limit_never_an_estimate(
         self, admin_client, monkeypatch
     ):
         monkeypatch.setattr(JobPaginator, "count_limit", 4)
+        monkeypatch.setattr(JobAdmin, "list_per_page", 3)
         jobs = [tasks.noop.enqueue() for _ in range(7)]
         response = admin_client.get(reverse(CHANGELIST))
         cl = response.context["cl"]
         assert not cl.paginator.exact
-        assert cl.paginator.count == 4
-        if connection.vendor == "postgresql":
-            assert cl.paginator.estimate >= 5
-            assert count_text(cl.paginator).startswith("about ")
-        else:
-            assert count_text(cl.paginator) == "more than 4"
-        shown = count_text(cl.paginator)
-        assert f"{shown} jobs" in response.text
-        # "Select all" says the same, as it acts on every job the list matches.
-        assert f"Select all {shown}" in response.text
-        assert listed(response) == {job.pk for job in jobs}  # One page of 50.
+        assert cl.by_key
+        assert str(cl.result_count) == "more than 4"
+        assert "more than 4 jobs" in response.text
+        assert "about" not in response.text.split('id="changelist"')[1]
+        # "Select all" says what it acts on: every job, as many as the list says.
+        assert "Select every job (more than 4)" in response.text
+        assert listed(response) == {job.pk for job in jobs[4:]}
+
+    def test_pages_by_key_reach_every_job_keeping_the_search_and_filters(
+        self, admin_client, monkeypatch
+    ):
+        monkeypatch.setattr(JobPaginator, "count_limit", 2)
+        monkeypatch.setattr(JobAdmin, "list_per_page", 3)
+        jobs = [make_failed(tasks.always_fails.enqueue()) for _ in range(8)]
+        tasks.noop.enqueue()  # Neither failed nor found by the search.
+        url: str | None = reverse(CHANGELIST) + "?q=always&status__exact=failed"
+        seen, pages = [], 0
+        while url:
+            response = admin_client.get(url)
+            assert response.status_code == 200
+            cl = response.context["cl"]
+            assert cl.query == "always"
+            assert cl.by_key
+            seen += [job.pk for job in cl.result_list]
+            pages += 1
+            next_page = cl.next_page_query
+            if next_page:
+                assert "q=always" in next_page
+                assert "status__exact=failed" in next_page
+                assert 'class="outbox-next-page"' in response.text
+            url = reverse(CHANGELIST) + next_page if next_page else None
+        # Failed lists go by failure time, newest first (these failed one after another).
+        assert seen == [job.pk for job in reversed(jobs)]
+        assert pages == 3
+        assert str(cl.result_count) == "more than 2"
+        assert 'class="outbox-first-page"' in response.text
+
+    def test_a_cursor_that_is_not_one_shows_the_first_page(self, admin_client, monkeypatch):
+        monkeypatch.setattr(JobPaginator, "count_limit", 1)
+        jobs = [tasks.noop.enqueue() for _ in range(3)]
+        for cursor in ("x", "1_not-a-date", "99999999999999999999", ""):
+            response = admin_client.get(reverse(CHANGELIST), {"after": cursor})
+            assert response.status_code == 200
+            assert listed(response) == {job.pk for job in jobs}
+
+    def test_a_page_number_past_the_last_shows_the_last_with_the_search(
+        self, admin_client, monkeypatch
+    ):
+        monkeypatch.setattr(JobAdmin, "list_per_page", 2)
+        jobs = [tasks.noop.enqueue() for _ in range(3)]
+        response = admin_client.get(reverse(CHANGELIST), {"q": "noop", "p": "9"})
+        assert response.status_code == 200
+        assert response.context["cl"].query == "noop"
+        assert listed(response) == {jobs[0].pk}
+
+    def test_a_search_without_a_match_shows_an_empty_state(self, admin_client):
+        tasks.noop.enqueue()
+        response = admin_client.get(reverse(CHANGELIST), {"q": "error:<nothing like it>"})
+        assert str(response.context["cl"].result_count) == "0"
+        assert "No job matches this search and these filters." in response.text
+        assert "Searched for: error:&lt;nothing like it&gt;" in response.text
+        assert 'id="result_list"' not in response.text
 
     def test_the_count_stops_at_its_limit(self, monkeypatch):
         monkeypatch.setattr(JobPaginator, "count_limit", 2)
@@ -135,7 +189,7 @@ class TestBoundedCount:
         assert "ORDER BY" not in count["sql"]
 
     @pytest.mark.postgresql
-    def test_a_count_that_runs_too_long_falls_back_on_the_estimate(self, monkeypatch):
+    def test_a_count_that_runs_too_long_is_stopped_and_the_list_pages_by_key(self, monkeypatch):
         for _ in range(3):
             tasks.noop.enqueue()
         monkeypatch.setattr(JobPaginator, "count_time_limit", 0.001)
@@ -143,8 +197,6 @@ class TestBoundedCount:
         paginator = JobPaginator(slow, 50)
         assert paginator.counted is None
         assert not paginator.exact
-        assert paginator.estimate is not None
-        assert paginator.count == min(paginator.estimate, JobPaginator.count_limit)
         # The connection is usable and without the limit afterwards.
         with connection.cursor() as cursor:
             cursor.execute("SHOW statement_timeout")

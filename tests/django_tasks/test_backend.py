@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING
 import django
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import connections, transaction
-from django.test import override_settings
 from django.utils import timezone
 
 from django_outbox.apps import uses_task_backend
@@ -83,18 +81,16 @@ def test_a_worker_runs_it_and_get_result_returns_what_it_returned():
     assert result.return_value == {"written": "hello!"}
 
 
-def test_a_task_that_fails_is_retried_then_failed_with_each_error():
+def test_a_task_that_raises_fails_at_once_as_with_django_s_backends():
     result = django_tasks.fails.enqueue("no luck")
     run_worker()
     fetched = task_backends["default"].get_result(result.id)
-    job = Job.objects.get(pk=result.id)
-    assert job.status == JobStatus.FAILED
+    assert Job.objects.get(pk=result.id).status == JobStatus.FAILED
     assert fetched.status == TaskResultStatus.FAILED
-    assert fetched.attempts == job.max_attempts
-    # The newest errors, as many as OUTBOX["ERROR_HISTORY"] keeps.
-    assert len(fetched.errors) == min(job.max_attempts, 10)
-    assert fetched.errors[-1].exception_class is ValueError
-    assert "ValueError: no luck" in fetched.errors[-1].traceback
+    assert fetched.finished_at is not None
+    assert fetched.attempts == 1
+    assert [error.exception_class for error in fetched.errors] == [ValueError]
+    assert "ValueError: no luck" in fetched.errors[0].traceback
     with pytest.raises(ValueError, match="Task failed"):
         _ = fetched.return_value
 
@@ -216,11 +212,6 @@ def test_a_queue_the_backend_does_not_list_is_refused_at_declaration():
 # test_immediate_backend.py, test_dummy_backend.py, test_tasks.py), for this one.
 
 
-@pytest.fixture
-def two_attempts(settings):
-    settings.OUTBOX = {**settings.OUTBOX, "MAX_ATTEMPTS": 2}
-
-
 def test_the_configured_backend_is_the_outbox_s():
     backend = task_backends["default"]
     assert isinstance(backend, OutboxBackend)
@@ -333,7 +324,7 @@ def test_a_task_that_takes_its_context_sees_its_own_result():
     ],
 )
 def test_an_exception_or_a_return_value_json_cannot_hold_fails_the_task(
-    two_attempts, declared, exception, message
+    declared, exception, message
 ):
     args = ["no luck"] if declared == "fails" else []
     result = getattr(django_tasks, declared).enqueue(*args)
@@ -345,7 +336,7 @@ def test_an_exception_or_a_return_value_json_cannot_hold_fails_the_task(
     assert result.started_at is not None
     assert result.finished_at is not None
     assert result.enqueued_at <= result.started_at <= result.finished_at
-    assert len(result.errors) == result.attempts == 2
+    assert len(result.errors) == result.attempts == 1
     assert result.errors[0].exception_class is exception
     if message.endswith("\n"):
         assert result.errors[0].traceback.endswith(message), result.errors[0].traceback
@@ -383,8 +374,7 @@ def test_django_s_tasks_logger_records_enqueue_start_and_finish(caplog):
     caplog.set_level(logging.DEBUG, logger=logger_name)
     result = django_tasks.add.enqueue(1, 1)
     failed = django_tasks.fails.using(priority=1).enqueue("logged")
-    with override_settings(OUTBOX={**settings.OUTBOX, "MAX_ATTEMPTS": 1}):
-        run_worker()
+    run_worker()
     lines = [r.getMessage() for r in caplog.records if r.name == logger_name]
     assert (
         f"Task id={result.id} path=tests.testapp.django_tasks.add enqueued backend=default" in lines

@@ -25,7 +25,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DIRECTIVES = frozenset({"not run", "before", "after", "file", "append", "output"})
-OPENING = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)\s*$")
+#: A fence's opening: a language (```python) or a Sphinx directive with its argument
+#: (```{toctree}, ```{outbox-command} run_outbox_worker), whose lang is then "{toctree}".
+OPENING = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>\{[\w-]+\}|[\w-]*)(?:[ ]+\S.*)?\s*$")
 COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$", re.S)
 DIRECTIVE = re.compile(r"^\s*(?P<key>[a-z][a-z ]*?)\s*:(?P<value>.*)$", re.S)
 #: A Python block whose first line names a file of the reader's project: ``# shop/tasks.py``.

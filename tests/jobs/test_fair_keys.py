@@ -1,4 +1,7 @@
-"""enqueue(fair_key=...): the keys of a queue are served in turn (clj-queue-by's scheduling)."""
+"""enqueue(fair_key=...): the keys of a queue are served in turn.
+
+The worked examples are those of clj-queue-by, whose scheduling fair keys follow.
+"""
 
 import threading
 
@@ -18,12 +21,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def push(name, data):
-    """clj-queue-by's push: an item keyed by :name."""
+    """Enqueue a fair job whose key is ``name``."""
     return tasks.noop.enqueue({"name": name, "data": data}, fair_key=name)
 
 
 def pull():
-    """clj-queue-by's pull: a worker's claim of one job, which stays running."""
+    """Claim one fair job as a worker does (it stays running): its key and data, or None."""
     claimed = queries_for(connection).claim(connection, "w", None, 1, 30, kind=ClaimKind.FAIR)
     if not claimed:
         return None

@@ -266,7 +266,7 @@ def test_a_cancelled_job_can_be_retried_by_hand():
 
 @pytest.fixture
 def fast_heartbeat(settings, handler_gate):
-    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 1, "HEARTBEAT_SECONDS": 0.05}
+    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 1, "HEARTBEAT_SECONDS": 0.1}
 
 
 def test_a_running_job_sees_the_cancel_and_ends_cancelled_with_its_writes_rolled_back(

@@ -251,6 +251,6 @@ def test_prune_refuses_bad_input_and_deletes_nothing(args, message):
 
 def test_prune_refuses_a_batch_size_past_its_limit_and_deletes_nothing():
     ended(tasks.noop.enqueue(), JobStatus.SUCCEEDED, days_ago=30)
-    with pytest.raises(CommandError, match="batch_size must be from 1 to 100,000"):
+    with pytest.raises(CommandError, match="--batch-size: expected a number <= 100000"):
         call_command("outbox_prune", "--older-than", "7d", "--batch-size", "100001")
     assert Job.objects.count() == 1

@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -14,6 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
+from django_outbox.db.base import application_name_of
 from django_outbox.jobs.transitions import database_time_in
 from django_outbox.models import Job, WorkerProcess
 from django_outbox.worker.health import CLAIM, WorkerHealth
@@ -61,7 +63,7 @@ def test_healthy_without_workers_exits_0_and_reports_the_database():
     assert status == 0
     assert "outbox_health: healthy" in output
     assert "ok         database: reachable" in output
-    assert "workers: 0 live (0 healthy), 0 stale" in output
+    assert "workers: 0 live (0 healthy, 0 late), 0 stale" in output
 
 
 def test_requiring_workers_when_none_runs_exits_1():
@@ -77,7 +79,7 @@ def test_a_worker_in_error_longer_than_allowed_is_unhealthy():
     assert status == 1
     assert "worker erring: in error for 30" in output
     assert "(allowed 60 s): ConnectionError: claim timed out" in output
-    assert "workers: 2 live (1 healthy), 0 stale" in output
+    assert "workers: 2 live (1 healthy, 0 late), 0 stale" in output
 
 
 def test_a_worker_in_error_within_the_allowed_time_or_the_grace_period_is_healthy():
@@ -85,7 +87,7 @@ def test_a_worker_in_error_within_the_allowed_time_or_the_grace_period_is_health
     registered("just-started", in_error_for=300, started_ago=30)
     status, output = health("--require-workers", "2")
     assert status == 0, output
-    assert "2 live (2 healthy)" in output
+    assert "2 live (2 healthy, 0 late)" in output
 
 
 def test_a_stale_worker_is_a_warning_and_does_not_count_as_live():
@@ -95,7 +97,7 @@ def test_a_stale_worker_is_a_warning_and_does_not_count_as_live():
     )
     status, output = health()
     assert status == 0
-    assert "warning    workers: 0 live (0 healthy), 1 stale" in output
+    assert "warning    workers: 0 live (0 healthy, 0 late), 1 stale" in output
     status, output = health("--require-workers", "1")
     assert status == 1
 
@@ -234,3 +236,46 @@ def test_the_postgresql_checks_are_left_out_on_sqlite():
     assert status == 0
     assert "transaction" not in output
     assert "dead tuples" not in output
+
+
+def test_a_worker_whose_heartbeat_is_late_is_a_warning():
+    registered("w-late")
+    # Beating every second, last seen 5 s ago: late, not yet stale.
+    WorkerProcess.objects.filter(pk="w-late").update(last_heartbeat_at=database_time_in(-5))
+    status, output = health()
+    assert status == 0
+    assert "warning    worker w-late: heartbeat late: 5 s ago (beats every 1 s)" in output
+    assert "1 live (1 healthy, 1 late)" in output
+
+
+@pytest.mark.postgresql
+def test_a_late_worker_is_reported_with_the_lock_its_session_waits_for():
+    psycopg = pytest.importorskip("psycopg")
+    """The worker's connections are named after it: the report says what they wait for."""
+    registered("w-stuck")
+    WorkerProcess.objects.filter(pk="w-stuck").update(last_heartbeat_at=database_time_in(-5))
+    job = tasks.noop.enqueue({})
+    params = connection.get_connection_params()
+    with psycopg.connect(**params) as holder, psycopg.connect(**params, autocommit=True) as stuck:
+        holder.execute("SELECT id FROM django_outbox_job WHERE id = %s FOR UPDATE", [job.pk])
+        name = application_name_of("w-stuck")
+        stuck.execute("SELECT set_config('application_name', %s, false)", [name])
+        waiting = threading.Thread(
+            target=stuck.execute,
+            args=("UPDATE django_outbox_job SET priority = 1 WHERE id = %s", [job.pk]),
+        )
+        waiting.start()
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                status, output = health()
+                if "waits" in output or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        finally:
+            holder.rollback()
+            waiting.join(10)
+    assert status == 0
+    assert "worker w-stuck: heartbeat late" in output
+    assert "for a lock (Lock/transactionid, held by pid" in output
+    assert "UPDATE django_outbox_job SET priority = 1" in output

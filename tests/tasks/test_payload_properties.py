@@ -121,9 +121,9 @@ payloads = st.one_of(
 
 def refusal(value, depth=1, ancestors=()):
     """Return which payload rule ``value`` breaks, but for the size limit; None if none."""
-    if value is None or isinstance(
-        value, bool | datetime.date | datetime.time | decimal.Decimal | uuid.UUID
-    ):
+    if isinstance(value, decimal.Decimal):
+        return None if value.is_finite() else "NaN or infinity"
+    if value is None or isinstance(value, bool | datetime.date | datetime.time | uuid.UUID):
         return None
     if isinstance(value, str):
         if "\x00" in value:

@@ -85,6 +85,10 @@ def test_large_floats_keep_their_type_and_value():
         ({1: "a"}, "key 1 of type int"),
         ([float("nan")], r"payload\[0\] is nan"),
         ({"at": float("-inf")}, r"payload\['at'\] is -inf"),
+        # Decimals as floats: the README says NaN and infinity are refused.
+        ({"amount": decimal.Decimal("NaN")}, r"payload\['amount'\] is Decimal\('NaN'\)"),
+        ([decimal.Decimal("-Infinity")], r"payload\[0\] is Decimal\('-Infinity'\)"),
+        ([decimal.Decimal("sNaN")], r"payload\[0\] is Decimal\('sNaN'\)"),
         (b"bytes", "builtins.bytes"),
         # PostgreSQL's text and jsonb cannot hold NUL; UTF-8 cannot hold a lone surrogate.
         ("a\x00b", "payload contains a NUL character"),

@@ -13,6 +13,8 @@ if TYPE_CHECKING or django.VERSION >= (6, 0):
 else:
     from django_tasks import task  # The backport, on Django 5.2.
 
+from django_outbox.backends import max_attempts
+
 from .models import Note
 
 
@@ -77,3 +79,26 @@ def raises_nested():
 @task
 def returns_a_set():
     return {1, 2}
+
+
+@task(backend="retrying", takes_context=True)
+def fails_until_third_attempt(context):
+    if context.attempt < 3:
+        raise ValueError(f"attempt {context.attempt}")
+    return context.attempt
+
+
+@task(backend="retrying")
+def always_fails_retried():
+    raise ValueError("again")
+
+
+@task(backend="retrying")
+def returns_a_set_retried():
+    return {1, 2}
+
+
+@task
+@max_attempts(12)
+def fails_twelve_times():
+    raise ValueError("once more")

@@ -13,6 +13,7 @@ from django.db import IntegrityError, connection, transaction
 
 from django_outbox import GIVE_UP, Halt, RetryPolicy, Snooze, current_job, task
 from django_outbox.apps import uses_task_backend
+from django_outbox.exceptions import RateLimited as PauseLimit
 
 from .models import Note
 
@@ -410,6 +411,8 @@ def ships_order(order):
 
 if uses_task_backend():
     # Django's own tasks, on the outbox backend: declared where workers import them.
+    from tests.django_tasks.reference import tasks as reference_tasks  # noqa: F401
+
     from . import django_tasks  # noqa: F401
 
 
@@ -441,3 +444,49 @@ def sends_invoice(payload):
     """Fails on data without the customer's email: a poison message until the payload is fixed."""
     email = payload["customer"]["email"]
     Note.objects.create(text=f"invoice {payload.get('number')} to {email}")
+
+
+def _record_span(task_name, payload, label=""):
+    """Run for the payload's seconds, then note the run's start and end (the wall clock, the
+    same for every process of this host) and the jobs of the task running at its start (their
+    leases unexpired)."""
+    from django.db.models.functions import Now
+
+    from django_outbox.models import Job
+
+    started = time.time()
+    # Jobs whose worker may still run them: a dead worker's stop counting when leases expire.
+    running = Job.objects.filter(
+        task_name=task_name, status="running", lease_expires_at__gt=Now()
+    ).count()
+    time.sleep(float((payload or {}).get("seconds", 0.0)))
+    Note.objects.create(
+        text=f"span {started:.6f} {time.time():.6f} {running} {label}".strip(),
+        job_id=current_job().id,
+    )
+
+
+@task(concurrency=3, atomic=False, max_attempts=3)
+def capped(payload):
+    """At most 3 run at once across every worker."""
+    _record_span(capped.name, payload)
+
+
+@task(concurrency_per_key=2, atomic=False, max_attempts=3)
+def capped_per_key(payload):
+    """At most 2 of each limit key's jobs run at once."""
+    _record_span(capped_per_key.name, payload, payload.get("key", ""))
+
+
+@task(rate_limit="5/m", atomic=False)
+def rated(payload):
+    """At most 5 starts a minute, in bursts of at most 5."""
+    Note.objects.create(text=f"start {time.time():.6f}", job_id=current_job().id)
+
+
+@task(rate_limit_per_key="100/s", max_attempts=2)
+def throttled_by_service(payload):
+    """Told by the service to come back later: its key (or what ``per`` says) pauses."""
+    if payload.get("limited"):
+        raise PauseLimit(retry_after=payload.get("after", 30), per=payload.get("per"))
+    Note.objects.create(text=f"ran {payload.get('n')}", job_id=current_job().id)

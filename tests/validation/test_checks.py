@@ -187,6 +187,17 @@ INVALID = [
     pytest.param(
         {"QUEUES": {"emails": {"PRIORITY": 2**31}}}, "django_outbox.E008", id="E008-priority-range"
     ),
+    # E040: a queue's concurrency caps and rate limits.
+    pytest.param({"QUEUES": {"crm": {"CONCURRENCY": 0}}}, "django_outbox.E040", id="E040-cap-zero"),
+    pytest.param(
+        {"QUEUES": {"crm": {"CONCURRENCY_PER_KEY": "5"}}}, "django_outbox.E040", id="E040-cap-text"
+    ),
+    pytest.param(
+        {"QUEUES": {"mail": {"RATE_LIMIT": "10 per second"}}}, "django_outbox.E040", id="E040-rate"
+    ),
+    pytest.param(
+        {"QUEUES": {"mail": {"RATE_LIMIT_PER_KEY": 10}}}, "django_outbox.E040", id="E040-rate-int"
+    ),
     # E009: DEFAULT_QUEUE.
     pytest.param({"DEFAULT_QUEUE": ""}, "django_outbox.E009", id="E009-empty"),
     pytest.param({"DEFAULT_QUEUE": None}, "django_outbox.E009", id="E009-none"),
@@ -426,12 +437,12 @@ def test_tasks_without_a_queue_follow_the_default_queue_setting():
         ),
         pytest.param(
             {"POLL_SECONDS": NAN},
-            ["OUTBOX['POLL_SECONDS'] is nan, which is not a finite number", "from 0.01 to 3600"],
+            ["OUTBOX['POLL_SECONDS'] is nan, which is not a finite number", "from 0.05 to 3600"],
             id="poll-nan",
         ),
         pytest.param(
             {"HEARTBEAT_SECONDS": 0.001},
-            ["OUTBOX['HEARTBEAT_SECONDS'] is 0.001, out of range", "from 0.01 to 3600"],
+            ["OUTBOX['HEARTBEAT_SECONDS'] is 0.001, out of range", "from 0.1 to 3600"],
             id="beat-too-short",
         ),
         pytest.param(
@@ -471,6 +482,9 @@ def test_the_message_names_the_key_the_problem_and_the_allowed_range(outbox, exp
         pytest.param({"LEASE_SECONDS": 1e300}, ["E004"], id="lease-1e300"),
         pytest.param({"POLL_SECONDS": INF}, ["E004"], id="poll-inf"),
         pytest.param({"POLL_SECONDS": 1e-9}, ["E004"], id="poll-1e-9"),
+        # Under the floors an idle worker would run hundreds of transactions a second.
+        pytest.param({"HEARTBEAT_SECONDS": 0.01}, ["E004"], id="beat-0.01"),
+        pytest.param({"POLL_SECONDS": 0.01}, ["E004"], id="poll-0.01"),
         pytest.param(
             {"LEASE_SECONDS": 0.002, "HEARTBEAT_SECONDS": 0.001}, ["E004", "E004"], id="tiny-lease"
         ),
@@ -482,8 +496,8 @@ def test_the_message_names_the_key_the_problem_and_the_allowed_range(outbox, exp
         pytest.param({"RETENTION": {"FAILED": 1e15}}, ["E010"], id="retention-1e15"),
     ],
 )
-def test_the_settings_of_issue_13_fail_manage_py_check(outbox, ids):
-    """Each setting the issue reproduced a misbehaving worker with now stops the worker's start."""
+def test_settings_that_made_a_worker_misbehave_fail_manage_py_check(outbox, ids):
+    """Each setting that once made a worker misbehave now stops the worker's start."""
     with override_settings(OUTBOX=outbox):
         assert [error.id for error in check_outbox_setting()] == [f"django_outbox.{i}" for i in ids]
         with pytest.raises(SystemCheckError, match=ids[0]):

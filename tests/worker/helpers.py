@@ -1,5 +1,6 @@
 """Helpers of the worker's tests: claims made by hand, leases expired by hand."""
 
+import contextlib
 import datetime
 
 from django.db import connection
@@ -17,3 +18,19 @@ def expire(job_id, attempts):
     Job.objects.filter(pk=job_id).update(
         lease_expires_at=timezone.now() - datetime.timedelta(seconds=1), attempts=attempts
     )
+
+
+@contextlib.contextmanager
+def row_locked(job_id):
+    """Hold ``job_id``'s row with ``SELECT ... FOR UPDATE`` from another connection, as an
+    operator in psql would, until the block ends (PostgreSQL)."""
+    import psycopg
+
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute(f"SELECT id FROM {Job._meta.db_table} WHERE id = %s FOR UPDATE", [job_id])
+        yield other
+        other.rollback()
+
+
+def lease_of(job_id):
+    return Job.objects.values_list("lease_expires_at", flat=True).get(pk=job_id)

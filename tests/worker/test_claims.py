@@ -147,7 +147,7 @@ def test_jobs_claimed_before_a_later_claim_of_the_round_fails_are_run(monkeypatc
     queries = queries_for(connection)
     looks = []
 
-    def failing_look(db, queues):
+    def failing_look(db, queues, excluded_queues=()):
         looks.append(queues)
         if len(looks) == 1:
             raise OperationalError("the look after the first claim failed")

@@ -9,13 +9,14 @@ from django.utils import timezone
 
 from django_outbox.jobs.transitions import (
     Failure,
+    database_time_in,
     extend_leases,
     mark_succeeded,
     record_failure,
     release,
     rescue_expired_leases,
 )
-from django_outbox.models import Job, JobStatus
+from django_outbox.models import Job, JobStatus, WorkerProcess
 from django_outbox.worker.loop import Worker
 from django_outbox.worker.runner import Outcome
 from tests.helpers import run_worker
@@ -204,3 +205,44 @@ def test_released_jobs_are_ready_again_as_if_never_claimed():
         None,
         "",
     )
+
+
+def registered(worker_id, *, started_seconds_ago, beat_seconds_ago):
+    """A registry row as a worker that started and last beat so many seconds ago wrote it."""
+    WorkerProcess.objects.create(
+        worker_id=worker_id,
+        instance=uuid.uuid4(),
+        host="a-host",
+        pid=1,
+        queues=[],
+        concurrency=1,
+        started_at=timezone.now() - datetime.timedelta(seconds=started_seconds_ago),
+        heartbeat_seconds=10.0,
+    )
+    WorkerProcess.objects.filter(pk=worker_id).update(
+        last_heartbeat_at=database_time_in(-beat_seconds_ago)
+    )
+
+
+@pytest.mark.parametrize(
+    ("started_seconds_ago", "beat_seconds_ago", "taken_back"),
+    [
+        # It beats: its heartbeat passed over the job's locked row, and extends it when free.
+        (60, 0, False),
+        # Silent for over two heartbeats (HEARTBEAT_SECONDS: 10): killed, hung or cut off.
+        (60, 25, True),
+        # It beats, but started after the attempt: restarted under the same id.
+        (-5, 0, True),
+    ],
+)
+def test_an_expired_lease_of_a_worker_that_still_beats_is_left_to_it(
+    settings, started_seconds_ago, beat_seconds_ago, taken_back
+):
+    settings.OUTBOX = {**settings.OUTBOX, "HEARTBEAT_SECONDS": 10, "LEASE_SECONDS": 60}
+    job = tasks.noop.enqueue({})
+    claim(worker_id="holder")
+    expire(job.pk, attempts=1)
+    registered("holder", started_seconds_ago=started_seconds_ago, beat_seconds_ago=beat_seconds_ago)
+    assert rescue_expired_leases("default", history_limit=10) == int(taken_back)
+    status = Job.objects.get(pk=job.pk).status
+    assert status == (JobStatus.RETRYING if taken_back else JobStatus.RUNNING)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def fast_heartbeat(settings, handler_gate):
-    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 5, "HEARTBEAT_SECONDS": 0.05}
+    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 5, "HEARTBEAT_SECONDS": 0.1}
 
 
 def test_a_job_past_max_execute_time_has_its_stack_logged_and_a_signal_sent(

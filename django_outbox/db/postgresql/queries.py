@@ -17,10 +17,20 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...claimed import ClaimedJob
 from ...models import CLAIMABLE, Job, JobStatus
-from ..base import ClaimKind, DatabaseQueries, InsertedJobs, Result
+from ..base import (
+    ClaimKind,
+    DatabaseQueries,
+    Heartbeat,
+    HeldBack,
+    InsertedJobs,
+    LimitedCandidate,
+    Result,
+    application_name_of,
+)
 from ..fair_rounds import ROUNDS_SQL, rounds_params
+from ..limited import limited_candidates
 from ..outage import ErrorBackoff
-from ..rows import CLAIM_COLUMNS, CLAIMS, SPECIAL_WAITING, claimed_jobs
+from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, SPECIAL_WAITING, claimed_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +88,12 @@ SELECT EXISTS (
 ), EXISTS (
     SELECT 1 FROM {TABLE}
     WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
-      AND run_at <= now() AND fair_key IS NOT NULL
+      AND run_at <= now() AND fair_key IS NOT NULL AND limit_key IS NULL
+      {{queue_filter}}
+), EXISTS (
+    SELECT 1 FROM {TABLE}
+    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+      AND run_at <= now() AND limit_key IS NOT NULL
       {{queue_filter}}
 )
 """
@@ -88,6 +103,12 @@ def claim_sql(queue_filter: str, kind: ClaimKind) -> str:
     """The claim of ``kind``: its conditions and its order."""
     pick, order = CLAIMS[kind]
     return CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
+
+
+#: The limited claim's last step: the jobs it chose, by id, if still runnable.
+CLAIM_CHOSEN_SQL = CLAIM_SQL.format(
+    queue_filter="", pick="\n      AND id = ANY(%(ids)s)", order=CLAIM_ORDER
+)
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling
@@ -100,19 +121,52 @@ SET status = '{JobStatus.SUCCEEDED}', finished_at = now(), lease_token = NULL,
 MARK_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
+  AND NOT cancel_requested
 """
 
 # One statement for a batch; each row is fenced by its own attempt's lease token. Tokens are
 # random and new for every claim, so a row whose token is among the batch's holds its own: the
 # two ANY()s say what pairing them would, and plan as a primary-key lookup whatever the
 # table's statistics say (a join with unnest() can turn into a scan of the whole table).
+# Rows another transaction has locked are passed over (the completer tries them again later)
+# rather than holding up the batch; so are those cancel() asked to stop, which end cancelled.
 MARK_MANY_SUCCEEDED_SQL = f"""
+WITH markable AS (
+    SELECT id FROM {TABLE}
+    WHERE id = ANY(%s::bigint[]) AND lease_token = ANY(%s::uuid[])
+      AND status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+    FOR NO KEY UPDATE SKIP LOCKED
+)
 UPDATE {TABLE} {SUCCEEDED_SET}
-WHERE id = ANY(%s::bigint[]) AND lease_token = ANY(%s::uuid[])
-  AND status = '{JobStatus.RUNNING}'
+WHERE id = ANY(ARRAY(SELECT id FROM markable))
 RETURNING id
 """
 
+
+# The heartbeat: extend the leases this worker still holds, passing over rows another
+# transaction has locked (an operator's SELECT ... FOR UPDATE in psql, a caller's transaction
+# around cancel()), which would otherwise make the whole beat, and every other lease, wait.
+# FOR NO KEY UPDATE is the lock the UPDATE takes anyway; unlike FOR UPDATE it lets a new
+# dependency's foreign key check (FOR KEY SHARE) through. Fenced by token as the completions.
+EXTEND_LEASES_SQL = f"""
+WITH extendable AS (
+    SELECT id FROM {TABLE}
+    WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = ANY(%(tokens)s::uuid[])
+      AND status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+UPDATE {TABLE}
+SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
+WHERE id = ANY(ARRAY(SELECT id FROM extendable))
+RETURNING id
+"""
+
+# What became of the jobs a heartbeat did not extend. A plain read: it never waits for locks.
+STILL_HELD_SQL = f"""
+SELECT id, cancel_requested, lease_expires_at <= now() FROM {TABLE}
+WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = ANY(%(tokens)s::uuid[])
+  AND status = '{JobStatus.RUNNING}'
+"""
 
 # One job, as the ORM's save() would insert it, for a fraction of its Python: compiling the
 # ORM's INSERT costs about as much as the statement's round trip and commit. A run_at of NULL
@@ -120,9 +174,9 @@ RETURNING id
 INSERT_JOB_SQL = f"""
 INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
     max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, unique_key,
-    context, lock_key, has_dependencies, fair_key, fair_round)
+    context, lock_key, has_dependencies, fair_key, limit_key, fair_round)
 VALUES (%s, %s, %s::jsonb, '{JobStatus.READY}', %s, COALESCE(%s::timestamptz, now()), 0, %s, '',
-    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s, %s, %s, {{fair_round}})
+    now(), '', '', '[]'::jsonb, %s, %s::jsonb, %s, %s, %s, %s, {{fair_round}})
 RETURNING id, run_at, enqueued_at, fair_round
 """
 #: A fair job's round, computed in its INSERT as ``fairness.first_round`` computes it (GREATEST
@@ -152,10 +206,10 @@ INSERT_JOBS_SQL = f"""
 WITH inserted AS (
     INSERT INTO {TABLE} (task_name, queue, payload, status, priority, run_at, attempts,
         max_attempts, worker_id, enqueued_at, last_error, last_traceback, errors, context,
-        lock_key, fair_key, fair_round)
+        lock_key, fair_key, limit_key, fair_round)
     SELECT %(task_name)s, %(queue)s, NULLIF(payload, 'null'), '{JobStatus.READY}', %(priority)s,
         COALESCE(%(run_at)s, now()), 0, %(max_attempts)s, '', now(), '', '', '[]'::jsonb,
-        %(context)s::jsonb, %(lock_key)s, %(fair_key)s,
+        %(context)s::jsonb, %(lock_key)s, %(fair_key)s, %(limit_key)s,
         -- A fair key's jobs take consecutive rounds from the first one's (fairness.py).
         %(fair_round)s::bigint + position - 1
     FROM jsonb_array_elements(%(payloads)s::jsonb) WITH ORDINALITY AS batch(payload, position)
@@ -176,6 +230,8 @@ def _psycopg() -> Any:
 
 # The worker's own connections (by their driver connection) already set up for bookkeeping.
 _bookkeeping_connections: weakref.WeakSet[Any] = weakref.WeakSet()
+# The worker's own connections whose lock waits are bounded, and the bound (milliseconds).
+_bounded_connections: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 class PostgreSQLQueries(DatabaseQueries):
@@ -254,8 +310,9 @@ class PostgreSQLQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
-        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+        queue_filter = _queue_filter(queues, excluded_queues)
         if paused_retries:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' AND queue = ANY(%(paused)s))"
@@ -266,27 +323,95 @@ class PostgreSQLQueries(DatabaseQueries):
             "lease_seconds": lease_seconds,
             "worker_id": worker_id,
             "queues": list(queues or ()),
+            "excluded": list(excluded_queues),
             "paused": list(paused_retries),
         }
         _, rows = self.execute(connection, claim_sql(queue_filter, kind), params)
         return claimed_jobs(rows, worker_id)
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
-        queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
         _, rows = self.execute(
             connection,
-            WAITING_KINDS_SQL.format(queue_filter=queue_filter),
-            {"queues": list(queues or ())},
+            WAITING_KINDS_SQL.format(queue_filter=_queue_filter(queues, excluded_queues)),
+            {"queues": list(queues or ()), "excluded": list(excluded_queues)},
         )
-        special, fair = rows[0]
+        special, fair, limited = rows[0]
         waiting = set()
         if special:
             waiting.add(ClaimKind.FULL)
         if fair:
             waiting.add(ClaimKind.FAIR)
+        if limited:
+            waiting.add(ClaimKind.LIMITED)
         return waiting
+
+    def claim_chosen(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        ids: Sequence[int],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        params = {
+            "ids": list(ids),
+            "limit": len(ids),
+            "lease_seconds": lease_seconds,
+            "worker_id": worker_id,
+        }
+        _, rows = self.execute(connection, CLAIM_CHOSEN_SQL, params)
+        return claimed_jobs(rows, worker_id)
+
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+    ) -> list[LimitedCandidate]:
+        self._set_up_for_bookkeeping(connection)
+        return limited_candidates(self, connection, queues, paused_retries, held_back, limit)
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        # The statement's time, not now(): inside a transaction that is when it began.
+        _, rows = self.execute(connection, "SELECT extract(epoch FROM statement_timestamp())", ())
+        return float(rows[0][0])
+
+    def extend_leases(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], lease_seconds: float
+    ) -> Heartbeat:
+        ids = [job.id for job in jobs]
+        params = {
+            "ids": ids,
+            "tokens": [job.lease_token for job in jobs],
+            "lease_seconds": lease_seconds,
+        }
+        _, rows = self.execute_replanned(connection, EXTEND_LEASES_SQL, params)
+        extended = {row[0] for row in rows}
+        if len(extended) == len(jobs):
+            return Heartbeat()
+        still_held = self.still_held(connection, jobs)
+        skipped = still_held.keys() - extended
+        return Heartbeat(
+            lost=frozenset(ids) - still_held.keys(),
+            cancel_requested=frozenset(job_id for job_id in skipped if still_held[job_id][0]),
+            locked=frozenset(job_id for job_id in skipped if not still_held[job_id][0]),
+            expired=frozenset(
+                job_id for job_id in skipped if not still_held[job_id][0] and still_held[job_id][1]
+            ),
+        )
+
+    def still_held(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
+    ) -> dict[int, tuple[bool, bool]]:
+        params = {"ids": [job.id for job in jobs], "tokens": [job.lease_token for job in jobs]}
+        _, rows = self.execute_replanned(connection, STILL_HELD_SQL, params)
+        return {job_id: (requested, expired) for job_id, requested, expired in rows}
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         # On the handler's connection, whose settings are the project's: not prepared, so
@@ -325,12 +450,13 @@ class PostgreSQLQueries(DatabaseQueries):
             job.lock_key,
             job.has_dependencies,
             job.fair_key,
+            job.limit_key,
         )
         if job.fair_key is not None and job.fair_round is None:
             # The round is the database's to compute (enqueuers of the key serialized). Planned
             # at every run: prepared, a plan made while the table was nearly empty would scan
             # it for each round, and a transaction enqueueing thousands of fair jobs one by one
-            # would take minutes (docs/performance.md, "Two layouts of a fair backlog").
+            # would take minutes (docs/performance.md, "Known limits").
             params += rounds_params(job.queue, job.fair_key)
             _, rows = self.execute_replanned(connection, INSERT_FAIR_JOB_SQL, params)
         else:
@@ -357,6 +483,7 @@ class PostgreSQLQueries(DatabaseQueries):
             "context": None if template.context is None else json.dumps(template.context),
             "lock_key": template.lock_key,
             "fair_key": template.fair_key,
+            "limit_key": template.limit_key,
             "fair_round": template.fair_round,
             "payloads": json.dumps(payloads),
         }
@@ -388,15 +515,50 @@ class PostgreSQLQueries(DatabaseQueries):
         in_error = _psycopg().pq.TransactionStatus.INERROR
         return bool(driver_connection.info.transaction_status == in_error)
 
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
+        """Set the session's ``lock_timeout`` (once per connection): a connection of the
+        worker's own never waits longer than ``seconds`` for a row or table lock. Name the
+        session after the worker (``application_name``, seen in ``pg_stat_activity``)."""
+        connection.ensure_connection()
+        driver_connection = connection.connection
+        milliseconds = max(1, int(seconds * 1000))
+        if _bounded_connections.get(driver_connection) != milliseconds:
+            name = application_name_of(worker_id) if worker_id else None
+            self.execute(
+                connection,
+                "SELECT set_config('lock_timeout', %s, false), "
+                "set_config('application_name', COALESCE(%s, current_setting('application_name')),"
+                " false)",
+                (str(milliseconds), name),
+            )
+            _bounded_connections[driver_connection] = milliseconds
+
     @contextmanager
     def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
         """Wait at most ``seconds`` for row locks (``lock_timeout``) within the block."""
-        self.execute(connection, f"SET lock_timeout = {int(seconds * 1000)}", ())
+        milliseconds = max(1, int(seconds * 1000))
+        driver_connection = connection.connection
+        bound = None if driver_connection is None else _bounded_connections.get(driver_connection)
+        if bound is not None and bound <= milliseconds:
+            # The worker's bound on this connection is as short already: no statement to add.
+            yield
+            return
+        self.execute(connection, f"SET lock_timeout = {milliseconds}", ())
         try:
             yield
         finally:
+            # Back to the connection's bound, if the worker set one; else the default.
+            driver_connection = connection.connection
+            bound = (
+                None if driver_connection is None else _bounded_connections.get(driver_connection)
+            )
             try:
-                self.execute(connection, "RESET lock_timeout", ())
+                if bound is None:
+                    self.execute(connection, "RESET lock_timeout", ())
+                else:
+                    self.execute(connection, f"SET lock_timeout = {bound}", ())
             except DatabaseError:
                 # A broken connection is replaced, and a new one has the default.
                 connection.close()
@@ -407,8 +569,10 @@ class PostgreSQLQueries(DatabaseQueries):
         on_enqueue: Callable[[str], None],
         stop: threading.Event,
         retry_seconds: float,
+        channel: str = CHANNEL,
     ) -> None:
-        """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set.
+        """Call ``on_enqueue(queue)`` for every enqueue NOTIFY until ``stop`` is set (for
+        every NOTIFY on ``channel``: the relay listens on its own).
 
         Runs on a connection of its own (LISTEN needs one that stays idle, outside
         transactions), reconnecting when it breaks; the worker's polling covers the gaps.
@@ -423,7 +587,7 @@ class PostgreSQLQueries(DatabaseQueries):
             listener: Any = None
             try:
                 listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-                listener.execute(f"LISTEN {CHANNEL}")
+                listener.execute(f"LISTEN {channel}")
                 if errors.failing:
                     errors.succeeded()
                     # Jobs enqueued while not listening were missed: look once.
@@ -439,3 +603,12 @@ class PostgreSQLQueries(DatabaseQueries):
 
 
 queries = PostgreSQLQueries()
+
+
+def _queue_filter(queues: Sequence[str] | None, excluded_queues: Sequence[str]) -> str:
+    """The claims' condition on the queue: one of ``queues`` (any when empty), none of
+    ``excluded_queues``; its parameters are ``queues`` and ``excluded``."""
+    queue_filter = "AND queue = ANY(%(queues)s)" if queues else ""
+    if excluded_queues:
+        queue_filter += " AND queue <> ALL(%(excluded)s)"
+    return queue_filter

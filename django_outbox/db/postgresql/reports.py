@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 
-from ..reports import DatabaseReports, DeadRows, Durations, OpenTransaction
+from ..reports import DatabaseReports, DeadRows, Durations, LockWait, OpenTransaction
 
 #: The oldest transaction of another session of this database, and the oldest prepared one.
 OLDEST_TRANSACTION_SQL = """
@@ -24,6 +24,14 @@ LIMIT 1
 OLDEST_PREPARED_SQL = """
 SELECT gid, EXTRACT(EPOCH FROM now() - prepared)::float AS age
 FROM pg_prepared_xacts WHERE database = current_database() ORDER BY prepared LIMIT 1
+"""
+#: Sessions of the named workers that wait for a lock, and who holds it.
+LOCK_WAITS_SQL = """
+SELECT application_name, wait_event_type || '/' || wait_event,
+    EXTRACT(EPOCH FROM now() - query_start)::float, left(query, 200), pg_blocking_pids(pid)
+FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = ANY(%s) AND wait_event_type = 'Lock'
+ORDER BY query_start
 """
 DEAD_TUPLES_SQL = """
 SELECT n_live_tup, n_dead_tup, EXTRACT(EPOCH FROM now() - GREATEST(last_autovacuum, last_vacuum))
@@ -42,6 +50,7 @@ class PostgreSQLReports(DatabaseReports):
     vendor: ClassVar[str] = "postgresql"
     has_vacuum: ClassVar[bool] = True
     estimates_rows: ClassVar[bool] = True
+    infers_partial_index_conditions: ClassVar[bool] = True
 
     def seconds_between(self, start: str, end: str) -> str:
         return f"EXTRACT(EPOCH FROM {end} - {start})::float"
@@ -113,6 +122,19 @@ class PostgreSQLReports(DatabaseReports):
             cursor.execute(DEAD_TUPLES_SQL, [table])
             row = cursor.fetchone()
         return None if row is None else DeadRows(*row)
+
+    def lock_waits(
+        self, connection: BaseDatabaseWrapper, application_names: Sequence[str]
+    ) -> list[LockWait]:
+        if not application_names:
+            return []
+        with connection.cursor() as cursor:
+            cursor.execute(LOCK_WAITS_SQL, [list(application_names)])
+            rows = cursor.fetchall()
+        return [
+            LockWait(name, wait, seconds or 0.0, " ".join((query or "").split()), tuple(pids))
+            for name, wait, seconds, query, pids in rows
+        ]
 
 
 reports = PostgreSQLReports()

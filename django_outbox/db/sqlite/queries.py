@@ -21,8 +21,9 @@ from django.utils import timezone
 
 from ...claimed import ClaimedJob
 from ...models import CLAIMABLE, Job, JobStatus
-from ..base import ClaimKind, DatabaseQueries, InsertedJobs, Result
-from ..rows import CLAIM_COLUMNS, CLAIMS, claimed_jobs
+from ..base import ClaimKind, DatabaseQueries, HeldBack, InsertedJobs, LimitedCandidate, Result
+from ..limited import limited_candidates
+from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, claimed_jobs
 
 TABLE = Job._meta.db_table
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
@@ -56,11 +57,17 @@ RETURNING {CLAIM_COLUMNS}
 """
 
 
-# Whether fair jobs are due, along their partial index.
+# Whether fair jobs, and limited jobs, are due, along their partial indexes.
 FAIR_WAITING_SQL = f"""
 SELECT 1 FROM {TABLE}
 WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
-  AND run_at <= {DUE_BY} AND fair_key IS NOT NULL {{queue_filter}}
+  AND run_at <= {DUE_BY} AND fair_key IS NOT NULL AND limit_key IS NULL {{queue_filter}}
+LIMIT 1
+"""
+LIMITED_WAITING_SQL = f"""
+SELECT 1 FROM {TABLE}
+WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+  AND run_at <= {DUE_BY} AND limit_key IS NOT NULL {{queue_filter}}
 LIMIT 1
 """
 
@@ -74,12 +81,14 @@ SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
 MARK_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = ? AND lease_token = ? AND status = '{JobStatus.RUNNING}'
+  AND NOT cancel_requested
 """
 
 # One statement per batch; each row is fenced by its own attempt's lease token.
 MARK_MANY_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
-WHERE status = '{JobStatus.RUNNING}' AND (id, lease_token) IN (VALUES {{rows}})
+WHERE status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+  AND (id, lease_token) IN (VALUES {{rows}})
 RETURNING id
 """
 
@@ -119,31 +128,69 @@ class SQLiteQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         # Never plain: SQLite sets up the conditions' subqueries for next to nothing.
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
-        queues = list(queues or ())
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         paused = list(paused_retries)
-        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
         if paused:
             queue_filter += (
                 f" AND NOT (status = '{JobStatus.RETRYING}' "
                 f"AND queue IN ({', '.join('?' * len(paused))}))"
             )
         sql = CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
-        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queues, *paused, limit]
+        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queue_params, *paused, limit]
         _, rows = self.execute(connection, sql, params)
         return claimed_jobs(rows, worker_id)
 
     def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
         # Every claim is full here: only fair jobs are claimed apart.
-        queues = list(queues or ())
-        queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
-        sql = FAIR_WAITING_SQL.format(queue_filter=queue_filter)
-        _, rows = self.execute(connection, sql, queues)
-        return {ClaimKind.FAIR} if rows else set()
+        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
+        waiting = set()
+        _, rows = self.execute(
+            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queue_params
+        )
+        if rows:
+            waiting.add(ClaimKind.FAIR)
+        sql = LIMITED_WAITING_SQL.format(queue_filter=queue_filter)
+        _, rows = self.execute(connection, sql, queue_params)
+        if rows:
+            waiting.add(ClaimKind.LIMITED)
+        return waiting
+
+    def claim_chosen(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        ids: Sequence[int],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        pick = f"\n      AND id IN ({', '.join('?' * len(ids))})"
+        sql = CLAIM_SQL.format(queue_filter="", pick=pick, order=CLAIM_ORDER)
+        params = [f"+{lease_seconds:.3f} seconds", worker_id, *ids, len(ids)]
+        _, rows = self.execute(connection, sql, params)
+        return claimed_jobs(rows, worker_id)
+
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+    ) -> list[LimitedCandidate]:
+        return limited_candidates(self, connection, queues, paused_retries, held_back, limit)
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        # julianday() has millisecond precision, as SQLite's clock.
+        _, rows = self.execute(connection, "SELECT (julianday('now') - 2440587.5) * 86400.0", ())
+        return float(rows[0][0])
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         rowcount, _ = self.execute(connection, MARK_SUCCEEDED_SQL, [job.id, job.lease_token.hex])
@@ -234,3 +281,16 @@ class SQLiteQueries(DatabaseQueries):
 
 
 queries = SQLiteQueries()
+
+
+def _queue_filter(
+    queues: Sequence[str] | None, excluded_queues: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The claims' condition on the queue, and its parameters: one of ``queues`` (any when
+    empty), none of ``excluded_queues``."""
+    queues = list(queues or ())
+    excluded = list(excluded_queues)
+    queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
+    if excluded:
+        queue_filter += f" AND queue NOT IN ({', '.join('?' * len(excluded))})"
+    return queue_filter, [*queues, *excluded]

@@ -11,8 +11,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...stats.probes import WARN_DEAD_TUPLES, WARN_TRANSACTION_SECONDS, Thresholds, check_health
-from ..arguments import non_negative_seconds, positive_int
+from ...stats.probes import (
+    WARN_DEAD_TUPLES,
+    WARN_TRANSACTION_SECONDS,
+    WARN_UNSENT_SECONDS,
+    Thresholds,
+    check_health,
+)
+from ..arguments import non_negative_seconds, positive_int, worker_id_argument
 
 
 class Command(BaseCommand):
@@ -27,6 +33,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--worker-id",
+            type=worker_id_argument,
             default=None,
             help="Check this worker only (and ID-1, ID-2... started by --processes under it): "
             "unhealthy if it is not registered, stale, or in error longer than allowed. For a "
@@ -69,6 +76,21 @@ class Command(BaseCommand):
             metavar="N",
             help="PostgreSQL: unhealthy above N dead rows in the job table.",
         )
+        parser.add_argument(
+            "--warn-unsent-age",
+            type=non_negative_seconds,
+            default=WARN_UNSENT_SECONDS,
+            metavar="SECONDS",
+            help="Warn when a message for a broker has waited longer (default "
+            f"{WARN_UNSENT_SECONDS:g}).",
+        )
+        parser.add_argument(
+            "--max-unsent-age",
+            type=non_negative_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="Unhealthy when a message for a broker has waited longer.",
+        )
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -80,6 +102,8 @@ class Command(BaseCommand):
                 max_transaction_seconds=options["max_transaction_age"],
                 warn_dead_tuples=options["warn_dead_tuples"],
                 max_dead_tuples=options["max_dead_tuples"],
+                warn_unsent_seconds=options["warn_unsent_age"],
+                max_unsent_seconds=options["max_unsent_age"],
             )
         )
         if options["json"]:

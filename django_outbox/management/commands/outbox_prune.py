@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...jobs.housekeeping import prune, prune_candidates
 from ...models import FINISHED
-from ..arguments import duration_argument, positive_int
+from ..arguments import batch_size_int, duration_argument, queue_argument, task_name_argument
 
 
 class Command(BaseCommand):
@@ -34,9 +34,25 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--batch-size",
-            type=positive_int,
+            type=batch_size_int,
             default=500,
             help="Jobs deleted per transaction, up to 100,000 (default 500).",
+        )
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            type=queue_argument,
+            default=[],
+            metavar="NAME",
+            help="Only jobs of this queue; repeat for several (default: every queue).",
+        )
+        parser.add_argument(
+            "--task",
+            type=task_name_argument,
+            default=None,
+            metavar="NAME",
+            help="Only jobs of this task: an outbox task's name, or a Django task's module path.",
         )
         parser.add_argument(
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
@@ -45,9 +61,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         older_than = options["older_than"]
         statuses = tuple(dict.fromkeys(options["status"] or FINISHED))
+        selected = {"queues": options["queues"], "task": options["task"]}
         try:
             if options["dry_run"]:
-                candidates = prune_candidates(older_than, statuses)
+                candidates = prune_candidates(older_than, statuses, **selected)
                 for status, count in candidates.by_status.items():
                     self.stdout.write(f"{status}: {count:,}")
                 kept = (
@@ -61,7 +78,7 @@ class Command(BaseCommand):
                     "changed)."
                 )
                 return
-            deleted = prune(older_than, statuses, batch_size=options["batch_size"])
+            deleted = prune(older_than, statuses, batch_size=options["batch_size"], **selected)
         except ValueError as error:
             raise CommandError(str(error)) from error
         self.stdout.write(f"Deleted {deleted:,} jobs.")

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...exceptions import JobNotFound, JobStateError
 from ...jobs.housekeeping import jobs_to_retry, retry_jobs
-from ..arguments import positive_int
+from ..arguments import positive_int, queue_argument, task_name_argument
 
 #: How many jobs --dry-run lists before it only counts.
 LISTED = 50
@@ -24,8 +24,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("ids", nargs="*", type=positive_int, help="Ids of jobs to retry.")
-        parser.add_argument("--queue", help="Retry the failed jobs of this queue.")
-        parser.add_argument("--task", help="Retry the failed jobs of this task (its name).")
+        parser.add_argument(
+            "--queue", type=queue_argument, help="Retry the failed jobs of this queue."
+        )
+        parser.add_argument(
+            "--task",
+            type=task_name_argument,
+            help="Retry the failed jobs of this task: an outbox task's name, or a Django task's "
+            "module path.",
+        )
         parser.add_argument("--all-failed", action="store_true", help="Retry every failed job.")
         parser.add_argument(
             "--dry-run", action="store_true", help="List what would be retried; change nothing."

@@ -1,4 +1,5 @@
-"""``manage.py outbox_stats``: jobs by queue and status, recent run times and retries."""
+"""``manage.py outbox_stats``: jobs by queue and status, recent run times and retries, and each
+concurrency cap's and rate limit's use."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from ...limits.usage import limit_usage
 from ...models import JobStatus
 from ...stats.figures import processing_time_stats, queue_stats, retry_stats
 from ..arguments import duration_argument
 
 
 class Command(BaseCommand):
-    help = "Show jobs by queue and status, how long recent jobs ran, and how many retried."
+    help = (
+        "Show jobs by queue and status, how long recent jobs ran, how many retried, and the use "
+        "of each concurrency cap and rate limit."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -42,6 +47,7 @@ class Command(BaseCommand):
             "processing_time": processing_time_stats(age=age, exact=exact),
             "retries": retry_stats(age=age, exact=exact),
             "age_seconds": age,
+            "limits": [use.as_dict() for use in limit_usage()],
         }
         if options["json"]:
             self.stdout.write(json.dumps(figures, indent=2))
@@ -85,7 +91,23 @@ def _table(figures: dict[str, Any]) -> str:
             f"{_about(retries['retried'], retries['estimated'])} retried "
             f"({retries['retry_percent']:g}%)"
         )
+    if figures["limits"]:
+        lines.append("")
+        lines.append("Limits (running/cap, tokens left, pauses, due jobs waiting):")
+        lines += [f"  {_limit_text(use)}" for use in figures["limits"]]
     return "\n".join(lines)
+
+
+def _limit_text(use: dict[str, Any]) -> str:
+    parts = [f"{use['kind']} {use['name']}" + (f" key {use['key']}" if use["key"] else "")]
+    if use["concurrency"] is not None:
+        parts.append(f"running {use['running']}/{use['concurrency']}")
+    if use["rate_limit"] is not None:
+        parts.append(f"rate {use['rate_limit']} ({use['tokens']:.1f} tokens)")
+    if use["paused_seconds"]:
+        parts.append(f"paused {use['paused_seconds']:.0f} s")
+    parts.append(f"waiting {use['waiting']}")
+    return ", ".join(parts)
 
 
 def _about(count: int, estimated: bool) -> str:

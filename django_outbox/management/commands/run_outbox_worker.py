@@ -11,7 +11,8 @@ from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError
 
 from ...conf import get_settings
-from ...validation.text import queue_name_error
+from ...relay.loop import Relay
+from ...worker.loop import default_worker_id
 from ...worker.stop_signals import exit_at_once, on_stop_signals
 from ...worker.supervisor import Supervisor, WorkerOptions, configure_console_logging
 from ..arguments import (
@@ -20,6 +21,9 @@ from ..arguments import (
     non_negative_seconds,
     positive_int,
     processes_int,
+    queue_argument,
+    worker_id_argument,
+    worker_id_for_processes,
 )
 
 
@@ -36,9 +40,19 @@ class Command(BaseCommand):
             "--queue",
             action="append",
             dest="queues",
+            type=queue_argument,
             default=[],
             metavar="NAME",
             help="Run jobs of this queue; repeat for several. Default: every queue.",
+        )
+        parser.add_argument(
+            "--exclude-queue",
+            action="append",
+            dest="excluded_queues",
+            type=queue_argument,
+            default=[],
+            metavar="NAME",
+            help="Run jobs of every queue but this one; repeat for several. Not with --queue.",
         )
         parser.add_argument(
             "--concurrency",
@@ -79,27 +93,56 @@ class Command(BaseCommand):
             help="Seconds running jobs get to finish after a stop signal. "
             "Default: OUTBOX['SHUTDOWN_TIMEOUT'] (30).",
         )
-        parser.add_argument("--worker-id", default=None, help="Name shown on the jobs it runs.")
+        parser.add_argument(
+            "--worker-id",
+            type=worker_id_argument,
+            default=None,
+            help="Name shown on the jobs it runs (at most 255 characters; with --processes, "
+            "ID-1, ID-2...). Default: host, process id and a random suffix.",
+        )
         parser.add_argument(
             "--no-cron",
             action="store_false",
             dest="cron",
             help="Do not enqueue cron entries' jobs (other workers do); run them all the same.",
         )
+        relay = parser.add_mutually_exclusive_group()
+        relay.add_argument(
+            "--no-relay",
+            action="store_false",
+            dest="relay",
+            help="Do not publish messages to brokers (other processes do). By default every "
+            "worker runs the relay in a thread when OUTBOX['BROKERS'] names a broker.",
+        )
+        relay.add_argument(
+            "--relay-only",
+            action="store_true",
+            help="Run only the relay (publish messages to brokers), no jobs.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for name in options["queues"]:
-            if problem := queue_name_error(name):
-                raise CommandError(f"--queue: {problem}")
+        if options["queues"] and options["excluded_queues"]:
+            raise CommandError(
+                "--exclude-queue runs every queue but those it names; --queue runs only those it "
+                "names. Give one or the other."
+            )
         # Fails now, with the setting's error, rather than in a thread.
         processes = options["processes"] or get_settings().processes
+        if options["worker_id"] and (
+            problem := worker_id_for_processes(options["worker_id"], processes)
+        ):
+            raise CommandError(problem)
         # The database's checks (a server version or an isolation level the queue cannot work
         # with), which Django runs only where asked to.
         self.check(tags=[Tags.database], databases=[get_settings().database])
         log_level = {0: logging.WARNING, 1: logging.INFO}.get(options["verbosity"], logging.DEBUG)
         configure_console_logging(log_level)
+        if options["relay_only"]:
+            self._relay_only(options["worker_id"])
+            return
         worker_options = WorkerOptions(
             queues=options["queues"],
+            exclude_queues=options["excluded_queues"],
             concurrency=options["concurrency"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
@@ -108,6 +151,7 @@ class Command(BaseCommand):
             prefetch=options["prefetch"],
             log_level=log_level,
             cron=options["cron"],
+            relay=options["relay"],
         )
         if processes > 1:
             self._supervise(worker_options, processes)
@@ -129,6 +173,24 @@ class Command(BaseCommand):
         on_stop_signals(stop, abort)
         stats = worker.run()
         self.stdout.write(f"Worker {worker.worker_id} stopped: {stats}.")
+
+    def _relay_only(self, relay_id: str | None) -> None:
+        if not get_settings().brokers:
+            raise CommandError("--relay-only: OUTBOX['BROKERS'] names no broker.")
+        relay = Relay(relay_id=relay_id or default_worker_id())
+
+        def stop(signum: signal.Signals) -> None:
+            self.stderr.write(f"Received {signum.name}: finishing the batch in flight.")
+            relay.request_stop()
+
+        def abort(signum: signal.Signals) -> None:
+            # Its messages' leases expire and another relay publishes them.
+            self.stderr.write(f"Received {signum.name} again: exiting at once.")
+            exit_at_once(signum)
+
+        on_stop_signals(stop, abort)
+        stats = relay.run()
+        self.stdout.write(f"Relay {relay.relay_id} stopped: {stats}.")
 
     def _supervise(self, worker_options: WorkerOptions, processes: int) -> None:
         supervisor = Supervisor(worker_options, processes)

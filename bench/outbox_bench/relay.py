@@ -1,0 +1,331 @@
+"""The relay's bench: throughput against the broker's own publish rate, latency, idle cost.
+
+For each broker:
+
+- floor: the adapter alone (the same client, no database) publishes batches of messages with
+  confirms pipelined, as fast as it can: the broker's own rate;
+- relay: the relay drains messages already committed (keyless, and with 100 keys), claiming,
+  publishing and deleting them: its rate, and its ratio to the floor;
+- latency: a publisher commits messages at a steady rate (one per transaction) while a relay
+  runs in a thread, woken by NOTIFY on PostgreSQL: commit-to-confirm percentiles;
+- idle: statements an idle relay runs per second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import connections
+from django.test import override_settings
+from django.utils.module_loading import import_string
+
+from django_outbox import publish, publish_many
+from django_outbox.conf import get_settings
+from django_outbox.envelope import Envelope
+from django_outbox.models import Message
+from django_outbox.relay.brokers import Broker, Outcome, close_brokers
+from django_outbox.relay.loop import Relay
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+NATS_URL = "nats://127.0.0.1:4222"
+TOPIC = "outbox-bench"
+NATS_STREAM = "outbox_bench"
+
+#: Each broker's backend and OPTIONS, and the topic it publishes to.
+BROKERS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "memory": ("django_outbox.relay.brokers.memory.InMemoryBroker", {}, TOPIC),
+    "redis": ("django_outbox.relay.brokers.redis.RedisStreams", {"url": REDIS_URL}, TOPIC),
+    "rabbitmq": ("django_outbox.relay.brokers.rabbitmq.RabbitMQ", {"url": RABBITMQ_URL}, TOPIC),
+    "nats": (
+        "django_outbox.relay.brokers.nats.NatsJetStream",
+        {"servers": [NATS_URL]},
+        f"{NATS_STREAM}.events",
+    ),
+    "kafka": (
+        "django_outbox.relay.brokers.kafka.Kafka",
+        {"config": {"test.mock.num.brokers": 1, "linger.ms": 2}},
+        TOPIC,
+    ),
+}
+
+#: Confirm times by message id, written by ``Timed``.
+_confirmed: dict[uuid.UUID, float] = {}
+
+
+class Timed(Broker):
+    """A broker that notes when each message was confirmed (OPTIONS: ``inner``, its class,
+    and ``inner_options``)."""
+
+    def __init__(self, name: str, *, inner: str, inner_options: dict[str, Any]) -> None:
+        super().__init__(name)
+        self.inner: Broker = import_string(inner)(name, **inner_options)
+
+    def publish(self, messages: Sequence[Envelope]) -> list[Outcome]:
+        outcomes = self.inner.publish(messages)
+        now = time.monotonic()
+        for message in messages:
+            _confirmed[message.id] = now
+        return outcomes
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@contextmanager
+def destination(name: str) -> Iterator[None]:
+    """Create the bench's stream or queue on ``name``'s broker, empty; remove it after."""
+    if name == "redis":
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        client.delete(TOPIC)
+        try:
+            yield
+        finally:
+            client.delete(TOPIC)
+            client.close()
+    elif name == "rabbitmq":
+        import pika
+
+        connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+        channel = connection.channel()
+        channel.queue_delete(TOPIC)
+        channel.queue_declare(TOPIC, durable=True)
+        try:
+            yield
+        finally:
+            channel.queue_delete(TOPIC)
+            connection.close()
+    elif name == "nats":
+        import asyncio
+
+        import nats
+
+        loop = asyncio.new_event_loop()
+        nats_client = loop.run_until_complete(nats.connect(NATS_URL))
+        jetstream = nats_client.jetstream()
+
+        async def recreate() -> None:
+            with contextlib.suppress(Exception):  # No such stream yet.
+                await jetstream.delete_stream(NATS_STREAM)
+            await jetstream.add_stream(name=NATS_STREAM, subjects=[f"{NATS_STREAM}.>"])
+
+        loop.run_until_complete(recreate())
+        try:
+            yield
+        finally:
+            loop.run_until_complete(jetstream.delete_stream(NATS_STREAM))
+            loop.run_until_complete(nats_client.close())
+            loop.close()
+    else:
+        yield
+
+
+def _settings(name: str, *, timed: bool = False, batch: int = 500) -> dict[str, Any]:
+    backend, options, _topic = BROKERS[name]
+    if timed:
+        options = {"inner": backend, "inner_options": options}
+        backend = "outbox_bench.relay.Timed"
+    outbox = _user_outbox()
+    outbox["BROKERS"] = {"default": {"BACKEND": backend, "OPTIONS": options}}
+    outbox["RELAY"] = {"BATCH_SIZE": batch}
+    return outbox
+
+
+def _user_outbox() -> dict[str, Any]:
+    from django.conf import settings
+
+    return dict(getattr(settings, "OUTBOX", {}))
+
+
+def _envelopes(topic: str, count: int, keys: int | None) -> list[Envelope]:
+    from django_outbox.relay.ids import uuid7
+
+    body = json.dumps({"order_id": 12345, "total": "99.90", "note": "x" * 100})
+    return [
+        Envelope(
+            id=uuid7(),
+            topic=topic,
+            key=None if keys is None else f"order-{n % keys}",
+            type="OrderPlaced",
+            body=body,
+            broker="default",
+        )
+        for n in range(count)
+    ]
+
+
+def floor(name: str, count: int, batch: int) -> float:
+    """Messages per second the adapter alone publishes, in batches of ``batch``."""
+    backend, options, topic = BROKERS[name]
+    broker: Broker = import_string(backend)("default", **options)
+    envelopes = _envelopes(topic, count, None)
+    try:
+        broker.publish(envelopes[:batch])  # Connects, creates the topic: not timed.
+        started = time.perf_counter()
+        for start in range(batch, count, batch):
+            outcomes = broker.publish(envelopes[start : start + batch])
+            assert all(outcome is None for outcome in outcomes), outcomes[:3]
+        return (count - batch) / (time.perf_counter() - started)
+    finally:
+        broker.close()
+
+
+def relay_rate(name: str, count: int, batch: int, keys: int | None) -> float:
+    """Messages per second one relay drains (committed before it starts)."""
+    _backend, _options, topic = BROKERS[name]
+    with override_settings(OUTBOX=_settings(name, batch=batch)):
+        payload = {"order_id": 12345, "total": "99.90", "note": "x" * 100}
+        Message.objects.all().delete()
+        if keys is None:
+            for start in range(0, count, 1000):
+                publish_many(topic, [payload] * min(1000, count - start))
+        else:
+            for key in range(keys):
+                publish_many(topic, [payload] * (count // keys), key=f"order-{key}")
+        relay = Relay(housekeeping=False)
+        relay.relay_once()  # Connects: the first batch is not timed.
+        sent_before = relay.stats.sent
+        started = time.perf_counter()
+        stats = relay.drain(timeout=60)
+        elapsed = time.perf_counter() - started
+        close_brokers()
+        assert not Message.objects.exists()
+        return (stats.sent - sent_before) / elapsed
+
+
+def latency(name: str, rate: float, seconds: float) -> dict[str, float]:
+    """Commit-to-confirm milliseconds (p50, p99, max) at ``rate`` messages a second."""
+    _backend, _options, topic = BROKERS[name]
+    _confirmed.clear()
+    with override_settings(OUTBOX=_settings(name, timed=True)):
+        Message.objects.all().delete()
+        relay = Relay(housekeeping=False)
+        thread = threading.Thread(target=relay.run, daemon=True)
+        thread.start()
+        time.sleep(1.0)
+        committed: dict[uuid.UUID, float] = {}
+        interval = 1.0 / rate
+        next_at = time.monotonic()
+        end = next_at + seconds
+        while next_at < end:
+            message = publish(topic, {"n": len(committed)}, key=f"k{len(committed) % 100}")
+            committed[message.id] = time.monotonic()
+            next_at += interval
+            pause = next_at - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+        deadline = time.monotonic() + 30
+        while len(_confirmed) < len(committed) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        relay.request_stop()
+        thread.join(30)
+    samples = sorted(
+        (_confirmed[message_id] - at) * 1000
+        for message_id, at in committed.items()
+        if message_id in _confirmed
+    )
+    lost = len(committed) - len(samples)
+    assert not lost, f"{lost} messages were not confirmed within 30 s"
+
+    def percentile(fraction: float) -> float:
+        return samples[min(len(samples) - 1, int(fraction * len(samples)))]
+
+    return {
+        "messages": len(samples),
+        "achieved_rate": len(samples) / seconds,
+        "p50_ms": percentile(0.50),
+        "p99_ms": percentile(0.99),
+        "max_ms": samples[-1],
+    }
+
+
+def idle_cost(name: str, seconds: float) -> float:
+    """Statements per second an idle relay runs (after its first second)."""
+    counted: list[Any] = []
+    with override_settings(OUTBOX=_settings(name)):
+        Message.objects.all().delete()
+        relay = Relay()
+
+        def run() -> None:
+            connection = connections[get_settings().database]
+            connection.force_debug_cursor = True
+            counted.append(connection)
+            try:
+                relay.run()
+            finally:
+                connection.force_debug_cursor = False
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        time.sleep(1.0)
+        before = len(counted[0].queries_log)
+        time.sleep(seconds)
+        after = len(counted[0].queries_log)
+        relay.request_stop()
+        thread.join(10)
+    return (after - before) / seconds
+
+
+def run_relay_bench(
+    brokers: Sequence[str],
+    *,
+    messages: int,
+    batch: int,
+    keys: int,
+    latency_rate: float,
+    latency_seconds: float,
+    idle_seconds: float,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    vendor = connections[get_settings().database].vendor
+    results: dict[str, Any] = {"database": vendor, "brokers": {}}
+    for name in brokers:
+        with destination(name):
+            figures: dict[str, Any] = {}
+            figures["floor"] = floor(name, messages, batch)
+            log(f"{name}: floor {figures['floor']:,.0f}/s")
+        with destination(name):
+            figures["relay_keyless"] = relay_rate(name, messages, batch, None)
+            log(f"{name}: relay keyless {figures['relay_keyless']:,.0f}/s")
+        with destination(name):
+            figures["relay_keyed"] = relay_rate(name, messages, batch, keys)
+            log(f"{name}: relay {keys} keys {figures['relay_keyed']:,.0f}/s")
+        figures["ratio_keyless"] = figures["relay_keyless"] / figures["floor"]
+        figures["ratio_keyed"] = figures["relay_keyed"] / figures["floor"]
+        if latency_seconds > 0:
+            with destination(name):
+                figures["latency"] = latency(name, latency_rate, latency_seconds)
+            log(f"{name}: latency {figures['latency']}")
+        results["brokers"][name] = figures
+    if idle_seconds > 0:
+        results["idle_statements_per_second"] = idle_cost("memory", idle_seconds)
+        log(f"idle: {results['idle_statements_per_second']:.2f} statements/s")
+    return results
+
+
+def format_relay_table(results: dict[str, Any]) -> str:
+    lines = [
+        f"Relay on {results['database']}",
+        f"{'broker':<10} {'floor/s':>10} {'keyless/s':>10} {'ratio':>6} {'keyed/s':>10} "
+        f"{'ratio':>6} {'p50 ms':>7} {'p99 ms':>7}",
+    ]
+    for name, figures in results["brokers"].items():
+        latency_figures = figures.get("latency", {})
+        lines.append(
+            f"{name:<10} {figures['floor']:>10,.0f} {figures['relay_keyless']:>10,.0f} "
+            f"{figures['ratio_keyless']:>6.2f} {figures['relay_keyed']:>10,.0f} "
+            f"{figures['ratio_keyed']:>6.2f} {latency_figures.get('p50_ms', 0):>7.1f} "
+            f"{latency_figures.get('p99_ms', 0):>7.1f}"
+        )
+    if "idle_statements_per_second" in results:
+        lines.append(f"idle relay: {results['idle_statements_per_second']:.2f} statements/s")
+    return "\n".join(lines)

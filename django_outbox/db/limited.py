@@ -1,0 +1,88 @@
+"""The limited claim's SQL: runnable limited jobs, passing over those whose limit is used up.
+
+Limited jobs (a limit key: ``django_outbox.limits``) are claimed apart from the others, in
+three steps: read candidates here, count each limit's use with its rows locked, then claim the
+chosen ones by id (``DatabaseQueries.claim_chosen``). The same SQL serves every database: its
+placeholders and clock come from the vendor's queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..models import CLAIMABLE, Job
+from .base import DatabaseQueries, HeldBack, LimitedCandidate
+from .rows import CLAIMS_LIMITED
+
+TABLE = Job._meta.db_table
+_CLAIMABLE = ", ".join(f"'{status}'" for status in CLAIMABLE)
+#: The most used-up keys a claim names in its SQL; past it, candidates of the others are read
+#: and passed over in Python.
+HELD_BACK_LISTED = 200
+
+
+def _in(p: str, count: int) -> str:
+    return f"({', '.join([p] * count)})"
+
+
+def limited_candidates_sql(
+    p: str,
+    due_by: str,
+    queues: Sequence[str] | None,
+    paused_retries: Sequence[str],
+    held_back: HeldBack,
+    limit: int,
+) -> tuple[str, list[Any]]:
+    """The candidates' query and its parameters, for placeholder ``p`` and clock ``due_by``.
+
+    Along the partial indexes of limited jobs (``outbox_job_limited_*``). Used-up limits are
+    left out in the WHERE, so that a capped key's backlog is passed over inside the database,
+    not row by row in Python, and the jobs behind it are found within the window.
+    """
+    pick, order = CLAIMS_LIMITED
+    where: list[str] = []
+    params: list[Any] = []
+    if queues:
+        where.append(f"queue IN {_in(p, len(queues))}")
+        params += list(queues)
+    if paused_retries:
+        where.append(f"NOT (status = 'retrying' AND queue IN {_in(p, len(paused_retries))})")
+        params += list(paused_retries)
+    if held_back.tasks:
+        where.append(f"task_name NOT IN {_in(p, len(held_back.tasks))}")
+        params += sorted(held_back.tasks)
+    if held_back.queues:
+        where.append(f"queue NOT IN {_in(p, len(held_back.queues))}")
+        params += sorted(held_back.queues)
+    for column, pairs in (("task_name", held_back.task_keys), ("queue", held_back.queue_keys)):
+        for name, key in sorted(pairs)[:HELD_BACK_LISTED]:
+            where.append(f"NOT ({column} = {p} AND limit_key = {p})")
+            params += [name, key]
+    conditions = "".join(f"\n      AND {condition}" for condition in where)
+    sql = f"""
+SELECT id, task_name, queue, limit_key FROM {TABLE} AS candidate
+WHERE status IN ({_CLAIMABLE}) AND run_at <= {due_by}{conditions}{pick}
+ORDER BY {order}
+LIMIT {int(limit)}
+"""
+    return sql, params
+
+
+def limited_candidates(
+    queries: DatabaseQueries,
+    connection: BaseDatabaseWrapper,
+    queues: Sequence[str] | None,
+    paused_retries: Sequence[str],
+    held_back: HeldBack,
+    limit: int,
+) -> list[LimitedCandidate]:
+    """``DatabaseQueries.limited_candidates`` for a database that reads this SQL as written."""
+    sql, params = limited_candidates_sql(
+        queries.placeholder, queries.due_by, queues, paused_retries, held_back, limit
+    )
+    # Planned with the names at hand: the held-back list changes from claim to claim.
+    _, rows = queries.execute_replanned(connection, sql, params)
+    return [LimitedCandidate(*row) for row in rows]

@@ -1,0 +1,61 @@
+"""Caps across worker processes: never exceeded, and a killed worker's places come back only
+when its leases expire."""
+
+import signal
+
+import pytest
+
+from django_outbox.models import Job, JobStatus
+from tests.limits.test_workers import most_at_once, spans
+from tests.processes import SHORT_LEASE, wait_until
+from tests.testapp import tasks
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
+
+
+def test_a_cap_of_3_holds_across_2_processes_of_8_threads(workers):
+    first = workers("--concurrency", "8")
+    second = workers("--concurrency", "8")
+    first.wait_for_output("worker started")
+    second.wait_for_output("worker started")
+    tasks.capped.enqueue_many([{"seconds": 0.05}] * 60)
+    wait_until(
+        lambda: Job.objects.succeeded().count() == 60, timeout=90, what="60 capped jobs to succeed"
+    )
+    first.send(signal.SIGTERM)
+    second.send(signal.SIGTERM)
+    assert first.wait(timeout=15) == 0, first.stderr
+    assert second.wait(timeout=15) == 0, second.stderr
+    runs = spans()
+    assert len(runs) == 60
+    # By the handlers' own clocks (one host, one clock), and by the rows they saw.
+    assert most_at_once(runs) == 3
+    assert max(running for _, _, running, _ in runs) <= 3
+    # Both processes ran some: the cap is the database's, not one worker's threads.
+    assert Job.objects.values("worker_id").distinct().count() == 2
+
+
+def test_a_killed_workers_places_are_taken_again_only_once_its_leases_expire(workers):
+    tasks.capped.enqueue_many([{"seconds": 30}] * 3)
+    doomed = workers("--concurrency", "8", **SHORT_LEASE)
+    wait_until(
+        lambda: Job.objects.filter(status=JobStatus.RUNNING).count() == 3,
+        what="the doomed worker to hold the cap",
+    )
+    quick = tasks.capped.enqueue_many([{"seconds": 0}] * 3)
+    survivor = workers("--concurrency", "8", **SHORT_LEASE)
+    survivor.wait_for_output("worker started")
+    doomed.send(signal.SIGKILL)
+    doomed.wait(timeout=15)
+    # No heartbeat extends them now: the first place frees when the first of them expires.
+    leases = Job.objects.filter(status=JobStatus.RUNNING).values_list("lease_expires_at", flat=True)
+    first_expiry = min(lease.timestamp() for lease in leases if lease is not None)
+    wait_until(
+        lambda: Job.objects.filter(pk__in=quick.ids, status=JobStatus.SUCCEEDED).count() == 3,
+        timeout=30,
+        what="the quick jobs to run once the dead worker's leases expired",
+    )
+    survivor.send(signal.SIGKILL)
+    quick_starts = [start for start, _, _, _ in spans()]
+    assert min(quick_starts) >= first_expiry
+    assert max(running for _, _, running, _ in spans()) <= 3

@@ -1,0 +1,182 @@
+"""The relay: claims, publishes with confirms, deletes what was confirmed, keeps key order."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import override_settings
+
+from django_outbox import Message, MessageStatus, publish, publish_many
+from django_outbox.db.messages import claim_messages
+from django_outbox.relay.brokers import BrokerUnavailable, close_brokers, memory
+from django_outbox.relay.loop import Relay
+
+from .conftest import MEMORY
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("memory_broker")]
+
+
+def sent_payloads(broker: str = "default") -> list[Any]:
+    return [json.loads(message.body) for message in memory.sent_messages(broker)]
+
+
+def test_drain_publishes_every_committed_message_and_deletes_it():
+    publish_many("orders", [{"n": n} for n in range(30)])
+    stats = Relay(batch_size=7).drain()
+    assert stats.sent == 30
+    assert sorted(p["n"] for p in sent_payloads()) == list(range(30))
+    assert not Message.objects.exists()
+
+
+def test_the_envelope_carries_id_type_key_and_headers():
+    message = publish("orders", {"n": 1}, key="o-1", type="OrderPlaced", headers={"trace": "t"})
+    Relay().drain()
+    (sent,) = memory.sent_messages("default")
+    assert sent.id == message.id
+    assert sent.all_headers() == {
+        "trace": "t",
+        "message-id": str(message.id),
+        "message-type": "OrderPlaced",
+        "message-key": "o-1",
+    }
+
+
+def test_a_key_keeps_its_order_and_keyless_messages_go_along():
+    for n in range(20):
+        publish("orders", {"key": n % 3, "n": n}, key=f"k{n % 3}")
+        publish("orders", {"key": None, "n": n})
+    Relay(batch_size=8).drain()
+    sent = sent_payloads()
+    assert len(sent) == 40
+    for key in range(3):
+        ns = [p["n"] for p in sent if p["key"] == key]
+        assert ns == sorted(ns)
+
+
+def test_a_claim_leaves_a_key_whose_earlier_message_another_relay_holds():
+    publish("orders", {"n": 1}, key="k")
+    publish("orders", {"n": 2}, key="k")
+    publish("orders", {"n": 3})
+    # Another relay claimed the first message only (its batch was full).
+    _token, held = claim_messages(connection, ["default"], 1, 30)
+    assert [json.loads(m.body) for m in held] == [{"n": 1}]
+    _, claimed = claim_messages(connection, ["default"], 10, 30)
+    # Not the key's second message while its first is in flight; the keyless one, yes.
+    assert [m.key for m in claimed] == [None]
+
+
+def test_a_permanent_refusal_blocks_only_its_key():
+    outbox = {
+        **settings.OUTBOX,
+        "BROKERS": {"default": {"BACKEND": MEMORY, "OPTIONS": {"refuse_topics": ["bad"]}}},
+    }
+    with override_settings(OUTBOX=outbox):
+        close_brokers()
+        poison = publish("bad", {"n": 0}, key="k")
+        behind = publish("bad", {"n": 1}, key="k")
+        publish("good", {"n": 2}, key="k")  # Another topic: another key line.
+        publish("good", {"n": 3}, key="other")
+        stats = Relay().drain()
+        assert stats.blocked == 1
+        assert sorted(p["n"] for p in sent_payloads()) == [2, 3]
+        blocked = Message.objects.get(pk=poison.pk)
+        assert blocked.status == MessageStatus.BLOCKED
+        assert blocked.attempts == 1
+        assert "refused" in blocked.last_error
+        # The message behind it waits, unsent and at no cost.
+        waiting = Message.objects.get(pk=behind.pk)
+        assert (waiting.status, waiting.attempts, waiting.lease_token) == ("pending", 0, None)
+        # Skipping the blocked message (the admin's action) lets its key go on.
+        Message.objects.filter(pk=poison.pk).delete()
+        close_brokers()
+    memory.clear()
+    Relay().drain()
+    assert sent_payloads() == [{"n": 1}]
+
+
+def test_a_broker_outage_costs_no_attempt_and_holds_no_lease():
+    publish_many("orders", [{"n": n} for n in range(5)], key="k")
+    memory.set_available("default", False)
+    with pytest.raises(BrokerUnavailable):
+        Relay(poll_seconds=0.01).drain(timeout=0.3)
+    rows = list(Message.objects.values_list("attempts", "lease_token", "status"))
+    assert rows == [(0, None, "pending")] * 5
+    memory.set_available("default", True)
+    Relay().drain()
+    assert [p["n"] for p in sent_payloads()] == list(range(5))
+
+
+def test_a_relay_that_lost_its_lease_deletes_nothing():
+    publish("orders", {"n": 1})
+    token, _messages = claim_messages(connection, ["default"], 10, 30)
+    # Its lease expired and another relay claimed the message again.
+    Message.objects.update(lease_expires_at=None, lease_token=uuid.uuid4())
+    from django_outbox.relay import outcomes
+
+    assert outcomes.confirmed("default", token, [_messages[0].id], keep=False) == 0
+    assert Message.objects.count() == 1
+
+
+def test_retention_keeps_sent_messages_marked_sent():
+    outbox = {**settings.OUTBOX, "RELAY": {"RETENTION": 3600}}
+    outbox["BROKERS"] = {"default": {"BACKEND": MEMORY}}
+    with override_settings(OUTBOX=outbox):
+        publish("orders", {"n": 1})
+        Relay().drain()
+        (row,) = Message.objects.all()
+        assert row.status == MessageStatus.SENT
+        assert row.sent_at is not None
+        assert Relay().drain().sent == 0
+
+
+def test_the_relay_runs_in_a_thread_until_stopped_and_wakes_on_publish():
+    relay = Relay(poll_seconds=5)
+    thread = threading.Thread(target=relay.run)
+    thread.start()
+    try:
+        publish("orders", {"n": 1})
+        for _ in range(200):
+            if memory.sent_messages("default"):
+                break
+            threading.Event().wait(0.01)
+        # Well before the 5 s poll: woken by the publish (NOTIFY, or in-process on SQLite).
+        assert sent_payloads() == [{"n": 1}]
+    finally:
+        relay.request_stop()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+class OneAtATime(memory.InMemoryBroker):
+    """An adapter that does not keep a key's order within a batch: it records its calls."""
+
+    keeps_key_order = False
+    calls: list[list[str | None]] = []
+
+    def publish(self, messages):
+        OneAtATime.calls.append([m.key for m in messages])
+        return super().publish(messages)
+
+
+def test_an_adapter_that_does_not_keep_key_order_gets_one_message_per_key_per_call():
+    outbox = {
+        **settings.OUTBOX,
+        "BROKERS": {"default": {"BACKEND": f"{__name__}.OneAtATime"}},
+    }
+    OneAtATime.calls = []
+    with override_settings(OUTBOX=outbox):
+        close_brokers()
+        for n in range(3):
+            publish("orders", {"n": n}, key="a")
+            publish("orders", {"n": n}, key="b")
+        publish("orders", {"n": 9})
+        Relay().drain()
+        close_brokers()
+    assert OneAtATime.calls == [["a", "b", None], ["a", "b"], ["a", "b"]]
+    assert [p["n"] for p in sent_payloads() if p != {"n": 9}] == [0, 0, 1, 1, 2, 2]
