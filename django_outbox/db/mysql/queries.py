@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
+import weakref
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,10 +34,18 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ...claimed import ClaimedJob
-from ...models import Job, JobDependency, JobStatus
-from ..base import ClaimKind, DatabaseQueries, InsertedJobs, Result
+from ...models import CLAIMABLE, Job, JobDependency, JobStatus
+from ..base import (
+    ClaimKind,
+    DatabaseQueries,
+    HeldBack,
+    InsertedJobs,
+    LimitedCandidate,
+    Result,
+)
 from ..fair_rounds import rounds_params, served_round
-from ..rows import CLAIMS, DEPENDENCY_CONDITION
+from ..limited import limited_candidates_sql
+from ..rows import CLAIM_ORDER, CLAIMS, DEPENDENCY_CONDITION
 
 TABLE = Job._meta.db_table
 #: The database's clock, in UTC as Django stores datetimes here.
@@ -44,9 +53,10 @@ NOW = "UTC_TIMESTAMP(6)"
 #: The oldest servers supported: FOR UPDATE SKIP LOCKED came with MariaDB 10.6 and MySQL 8.0.
 MARIADB_OLDEST = (10, 6)
 MYSQL_OLDEST = (8, 0)
-#: The generated column's lanes (migration 0015).
+#: The generated column's lanes (migrations 0015 and 0016).
 PLAIN_LANE = 1
 FAIR_LANE = 2
+LIMITED_LANE = 3
 #: The rows enqueuers lock to wait for each other (migration 0015), keys hashed into them.
 ENQUEUE_LOCK_TABLE = "django_outbox_enqueue_lock"
 ENQUEUE_LOCK_SLOTS = 4096
@@ -85,12 +95,13 @@ SET max_attempts = GREATEST(max_attempts, attempts + 1),
 WHERE id IN ({{ids}})
 """
 
-# Whether fair jobs are due (every other claim is full here).
-FAIR_WAITING_SQL = f"""
+# Whether jobs of a lane (fair, limited) are due: every other claim is full here.
+LANE_WAITING_SQL = f"""
 SELECT 1 FROM {TABLE}
-WHERE claim_lane = {FAIR_LANE} AND run_at <= {NOW} {{queue_filter}}
+WHERE claim_lane = {{lane}} AND run_at <= {NOW} {{queue_filter}}
 LIMIT 1
 """
+FAIR_WAITING_SQL = LANE_WAITING_SQL.replace("{lane}", str(FAIR_LANE))
 
 SUCCEEDED_SET = f"""
 SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
@@ -100,13 +111,14 @@ SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
 MARK_SUCCEEDED_SQL = f"""
 UPDATE {TABLE} {SUCCEEDED_SET}
 WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
+  AND NOT cancel_requested
 """
 
 # A batch: the rows whose lease still holds are read (locked) first, for want of RETURNING.
 HELD_LEASES_SQL = f"""
 SELECT id, lease_token FROM {TABLE}
-WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}'
-FOR UPDATE
+WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}' AND NOT cancel_requested
+FOR UPDATE SKIP LOCKED
 """
 MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})"
 
@@ -114,9 +126,9 @@ MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})
 # database's clock in UTC (a column's default, CURRENT_TIMESTAMP, is the session's time zone).
 INSERT_COLUMNS = """task_name, queue, payload, status, priority, run_at, attempts, max_attempts,
     worker_id, enqueued_at, last_error, last_traceback, errors, unique_key, context, lock_key,
-    has_dependencies, fair_key, fair_round"""
+    has_dependencies, fair_key, limit_key, fair_round"""
 INSERT_ROW = f"""(%s, %s, %s, '{JobStatus.READY}', %s, COALESCE(%s, {NOW}), 0, %s, '', {NOW},
-    '', '', '[]', %s, %s, %s, %s, %s, %s)"""
+    '', '', '[]', %s, %s, %s, %s, %s, %s, %s)"""
 INSERT_JOB_SQL = f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {INSERT_ROW}"
 #: MariaDB returns what the row got; MySQL reads it back by the id.
 RETURNING = " RETURNING id, run_at, enqueued_at"
@@ -136,6 +148,21 @@ SELECT
     (SELECT MAX(fair_round) FROM {TABLE}
      WHERE claim_lane = {FAIR_LANE} AND queue = %s AND fair_key = %s) AS key_last
 """
+
+
+#: What the limited candidates' SQL (``limited.limited_candidates_sql``) says, which the
+#: limited lane and its index replace here.
+LIMITED_CANDIDATES_FROM = f"FROM {TABLE} AS candidate"
+CLAIMABLE_CONDITION = "status IN ({})".format(", ".join(f"'{status}'" for status in CLAIMABLE))
+
+
+def limited_hint(queues: Sequence[str] | None) -> str:
+    """The limited claim's index: of its one queue, or of every queue."""
+    if not queues:
+        return "FORCE INDEX (outbox_job_limited_any)"
+    if len(queues) == 1:
+        return "FORCE INDEX (outbox_job_limited_queue)"
+    return ""
 
 
 def claim_index_hint(kind: ClaimKind, queues: int) -> str:
@@ -179,6 +206,10 @@ def with_lookup_hints(pick: str) -> str:
     for table, hint in LOOKUP_HINTS.items():
         pick = pick.replace(table, f"{table} {hint}")
     return pick
+
+
+# The worker's own connections whose lock waits are bounded, and the bound (seconds).
+_bounded_connections: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def enqueue_lock_slot(key: str) -> int:
@@ -230,6 +261,28 @@ class MySQLQueries(DatabaseQueries):
         earlier versions and MySQL a CHAR(32) of hex digits."""
         return str(token) if connection.features.has_native_uuid_field else token.hex
 
+    def _queue_filter(
+        self,
+        queues: Sequence[str],
+        excluded_queues: Sequence[str] = (),
+        paused_retries: Sequence[str] = (),
+    ) -> tuple[str, list[Any]]:
+        """The claims' conditions on the queue, and their parameters in order."""
+        conditions, params = "", []
+        if queues:
+            conditions += f" AND queue IN ({', '.join(['%s'] * len(queues))})"
+            params += list(queues)
+        if excluded_queues:
+            conditions += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded_queues))})"
+            params += list(excluded_queues)
+        if paused_retries:
+            conditions += (
+                f" AND NOT (status = '{JobStatus.RETRYING}' "
+                f"AND queue IN ({', '.join(['%s'] * len(paused_retries))}))"
+            )
+            params += list(paused_retries)
+        return conditions, params
+
     def claim(
         self,
         connection: BaseDatabaseWrapper,
@@ -239,29 +292,53 @@ class MySQLQueries(DatabaseQueries):
         lease_seconds: float,
         paused_retries: Sequence[str] = (),
         kind: ClaimKind = ClaimKind.FULL,
+        excluded_queues: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         # Never plain: the full claim's conditions cost nothing for a job without a lock key
         # or dependencies, and a plain claim would need an index of its own.
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
-        pick = with_lookup_hints(pick)
-        lane = FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE
         queues = list(queues or ())
-        paused = list(paused_retries)
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
-        if paused:
-            queue_filter += (
-                f" AND NOT (status = '{JobStatus.RETRYING}' "
-                f"AND queue IN ({', '.join(['%s'] * len(paused))}))"
-            )
+        queue_filter, params = self._queue_filter(queues, excluded_queues, paused_retries)
         sql = PICK_SQL.format(
-            lane=lane,
+            lane=FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE,
             queue_filter=queue_filter,
-            pick=pick,
+            pick=with_lookup_hints(pick),
             order=order,
             index_hint=claim_index_hint(kind, len(queues)),
         )
+        return self._claim_picked(connection, sql, [*params, limit], worker_id, lease_seconds)
+
+    def claim_chosen(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        ids: Sequence[int],
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        if not ids:
+            return []
+        # By primary key, if still runnable; rows another worker holds are skipped.
+        sql = f"""
+SELECT {PICKED_COLUMNS} FROM {TABLE}
+WHERE id IN ({", ".join(str(int(job_id)) for job_id in ids)})
+  AND claim_lane = {LIMITED_LANE} AND run_at <= {NOW}
+ORDER BY {CLAIM_ORDER}
+FOR UPDATE SKIP LOCKED
+"""
+        return self._claim_picked(connection, sql, (), worker_id, lease_seconds)
+
+    def _claim_picked(
+        self,
+        connection: BaseDatabaseWrapper,
+        pick_sql: str,
+        params: Any,
+        worker_id: str,
+        lease_seconds: float,
+    ) -> list[ClaimedJob]:
+        """Lock the rows ``pick_sql`` reads (``PICKED_COLUMNS``), claim them by primary key,
+        commit; return the jobs."""
         with self._short_transaction(connection):
-            _, rows = self.execute(connection, sql, [*queues, *paused, limit])
+            _, rows = self.execute(connection, pick_sql, params)
             if not rows:
                 return []
             tokens = {row[0]: uuid.uuid4() for row in rows}
@@ -269,11 +346,11 @@ class MySQLQueries(DatabaseQueries):
             update = CLAIM_UPDATE_SQL.format(
                 tokens=" ".join(["WHEN %s THEN %s"] * len(tokens)), ids=ids
             )
-            params: list[Any] = []
+            update_params: list[Any] = []
             for job_id, token in tokens.items():
-                params += [job_id, self._token_value(connection, token)]
-            params += [round(lease_seconds * 1_000_000), worker_id]
-            self.execute(connection, update, params)
+                update_params += [job_id, self._token_value(connection, token)]
+            update_params += [round(lease_seconds * 1_000_000), worker_id]
+            self.execute(connection, update, update_params)
         jobs = []
         for (
             job_id,
@@ -304,15 +381,46 @@ class MySQLQueries(DatabaseQueries):
         jobs.sort(key=lambda job: (-job.priority, job.id))
         return jobs
 
-    def waiting_kinds(
-        self, connection: BaseDatabaseWrapper, queues: Sequence[str] | None
-    ) -> set[ClaimKind]:
-        queues = list(queues or ())
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
-        _, rows = self.execute(
-            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queues
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+    ) -> list[LimitedCandidate]:
+        sql, params = limited_candidates_sql(
+            self.placeholder, self.due_by, queues, paused_retries, held_back, limit
         )
-        return {ClaimKind.FAIR} if rows else set()
+        # Along the limited lane's indexes (migration 0016): the lane stands for the partial
+        # indexes' condition, and the index is named as the claims' are.
+        sql = sql.replace(
+            LIMITED_CANDIDATES_FROM, f"{LIMITED_CANDIDATES_FROM} {limited_hint(queues)}"
+        )
+        sql = sql.replace(CLAIMABLE_CONDITION, f"claim_lane = {LIMITED_LANE}")
+        _, rows = self.execute(connection, with_lookup_hints(sql), params)
+        return [LimitedCandidate(*row) for row in rows]
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        # UNIX_TIMESTAMP() reads NOW() in the session's time zone: the epoch, whatever it is.
+        _, rows = self.execute(connection, "SELECT UNIX_TIMESTAMP(NOW(6))", ())
+        return float(rows[0][0])
+
+    def waiting_kinds(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        excluded_queues: Sequence[str] = (),
+    ) -> set[ClaimKind]:
+        # Every claim of jobs that are neither fair nor limited is full here.
+        queue_filter, params = self._queue_filter(list(queues or ()), excluded_queues)
+        waiting = set()
+        for lane, kind in ((FAIR_LANE, ClaimKind.FAIR), (LIMITED_LANE, ClaimKind.LIMITED)):
+            sql = LANE_WAITING_SQL.format(lane=lane, queue_filter=queue_filter)
+            _, rows = self.execute(connection, sql, params)
+            if rows:
+                waiting.add(kind)
+        return waiting
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
         rowcount, _ = self.execute(
@@ -328,6 +436,8 @@ class MySQLQueries(DatabaseQueries):
         tokens = {job.id: job.lease_token for job in jobs}
         ids = ", ".join(str(int(job_id)) for job_id in tokens)
         with self._short_transaction(connection):
+            # Rows another transaction has locked are passed over (the completer tries them
+            # again later), as are those cancel() asked to stop.
             _, rows = self.execute(connection, HELD_LEASES_SQL.format(ids=ids), ())
             held = {
                 job_id
@@ -341,6 +451,18 @@ class MySQLQueries(DatabaseQueries):
                     (),
                 )
         return held
+
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
+        """Set the session's ``innodb_lock_wait_timeout`` (whole seconds, at least one) once
+        per connection: a connection of the worker's own never waits longer for a row lock."""
+        connection.ensure_connection()
+        driver_connection = connection.connection
+        wanted = max(1, round(seconds))
+        if _bounded_connections.get(driver_connection) != wanted:
+            self.execute(connection, f"SET SESSION innodb_lock_wait_timeout = {wanted}", ())
+            _bounded_connections[driver_connection] = wanted
 
     def first_fair_round(self, connection: BaseDatabaseWrapper, queue: str, key: str) -> int:
         _, rows = self.execute(connection, ROUNDS_SQL, rounds_params(queue, key))
@@ -372,6 +494,7 @@ class MySQLQueries(DatabaseQueries):
             job.lock_key,
             job.has_dependencies,
             job.fair_key,
+            job.limit_key,
             fair_round,
         ]
 
