@@ -11,7 +11,9 @@ PostgreSQL serializes claims with a transaction-level advisory lock: two claims 
 side would each see the other's picks as free (the key check reads the claim's snapshot), and
 could send a key's later message while an earlier one is in flight. A claim is a few
 milliseconds; relays spend their time waiting for brokers, not here. SQLite runs the claim as
-one UPDATE, which holds the only write lock for its run.
+one UPDATE, which holds the only write lock for its run. MariaDB serializes claims with a row
+lock (the enqueuers' lock table, ``serialize_enqueuers``), then reads, updates and reads back
+the claimed rows (no UPDATE ... RETURNING there), in one transaction.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _CANDIDATES = """
     WHERE status = '{pending}' AND broker {in_brokers}
       AND (lease_expires_at IS NULL OR lease_expires_at < {now})
       AND (available_at IS NULL OR available_at <= {now})
-      AND (key IS NULL OR NOT EXISTS (
+      AND (m.key IS NULL OR NOT EXISTS (
           SELECT 1 FROM {table} AS earlier
           WHERE earlier.broker = m.broker AND earlier.topic = m.topic AND earlier.key = m.key
             AND earlier.id < m.id
@@ -98,6 +100,9 @@ def messages_waiting(connection: BaseDatabaseWrapper, brokers: Sequence[str]) ->
     if queries.vendor == "postgresql":
         sql = "SELECT EXISTS (" + _candidates_sql("postgresql", 1) + ")"
         params = {"brokers": list(brokers)}
+    elif queries.vendor == "mysql":
+        sql = "SELECT EXISTS (" + _candidates_sql("mysql", len(brokers)) + ")"
+        params = [*brokers, 1]
     else:
         sql = "SELECT EXISTS (" + _candidates_sql("sqlite", len(brokers)) + ")"
         params = [*brokers, 1]
@@ -108,6 +113,9 @@ def messages_waiting(connection: BaseDatabaseWrapper, brokers: Sequence[str]) ->
 def _candidates_sql(vendor: str, brokers: int) -> str:
     if vendor == "postgresql":
         in_brokers, now, limit = "= ANY(%(brokers)s)", "statement_timestamp()", "1"
+    elif vendor == "mysql":
+        in_brokers = f"IN ({', '.join('%s' for _ in range(brokers))})"
+        now, limit = "UTC_TIMESTAMP(6)", "%s"
     else:
         in_brokers = f"IN ({', '.join('?' for _ in range(brokers))})"
         now, limit = _SQLITE_NOW, "?"
@@ -139,6 +147,8 @@ def claim_messages(
                 POSTGRESQL_CLAIM_SQL,
                 {"brokers": list(brokers), "limit": limit, "token": token, "lease": lease_seconds},
             )
+    elif queries.vendor == "mysql":
+        rows = _claim_on_mysql(connection, brokers, limit, lease_seconds, token)
     else:
         candidates = _candidates_sql("sqlite", len(brokers))
         params: list[Any] = [token.hex, f"+{lease_seconds:.3f} seconds", *brokers, limit]
@@ -148,6 +158,47 @@ def claim_messages(
     envelopes = [_envelope(row) for row in rows]
     envelopes.sort(key=lambda envelope: envelope.id)
     return token, envelopes
+
+
+#: MariaDB: the claimed messages read back, in id order (`key` is a reserved word there).
+MYSQL_CLAIMED_SQL = f"""
+SELECT id, topic, `key`, type, headers, payload, broker, attempts FROM {TABLE}
+WHERE id IN ({{ids}}) ORDER BY id
+"""
+MYSQL_CLAIM_SQL = f"""
+UPDATE {TABLE}
+SET lease_token = %s, lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND,
+    available_at = NULL
+WHERE id IN ({{ids}})
+"""
+
+
+def _claim_on_mysql(
+    connection: BaseDatabaseWrapper,
+    brokers: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    token: uuid.UUID,
+) -> list[Sequence[Any]]:
+    """MariaDB's claim: serialized by a row lock, then read, update and read back."""
+    queries = queries_for(connection)
+    with transaction.atomic(using=connection.alias):
+        queries.serialize_enqueuers(connection, "relay:claim")
+        _, picked = queries.execute(
+            connection, _candidates_sql("mysql", len(brokers)), [*brokers, limit]
+        )
+        if not picked:
+            return []
+        ids = [row[0] for row in picked]
+        placeholders = ", ".join(["%s"] * len(ids))
+        native = connection.features.has_native_uuid_field
+        queries.execute(
+            connection,
+            MYSQL_CLAIM_SQL.format(ids=placeholders),
+            [str(token) if native else token.hex, round(lease_seconds * 1_000_000), *ids],
+        )
+        _, rows = queries.execute(connection, MYSQL_CLAIMED_SQL.format(ids=placeholders), ids)
+    return rows
 
 
 def _envelope(row: Sequence[Any]) -> Envelope:
