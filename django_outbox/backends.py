@@ -196,21 +196,21 @@ class OutboxBackend(BaseTaskBackend):
                 f"{where} uses django_outbox.backends.OutboxBackend, but django_outbox is not "
                 "in INSTALLED_APPS: its jobs table, its workers and its admin are missing.",
                 hint="Add 'django_outbox' to INSTALLED_APPS and run manage.py migrate.",
-                id="django_outbox.E040",
+                id="django_outbox.E060",
             )
         for problem in self.problems:
             yield Error(
                 f"{where}: {problem}",
                 hint="OPTIONS takes ATOMIC (True or False, default True) and MAX_ATTEMPTS (a "
                 f"whole number from 1 to {ATTEMPTS_MAX}, default 1); see docs/django-tasks.md.",
-                id="django_outbox.E041",
+                id="django_outbox.E061",
             )
         for queue in sorted(self.queues, key=str):
             if queue_problem := queue_name_error(queue):
                 yield Error(
                     f"{where}['QUEUES'] names a queue no outbox job can have: {queue_problem}",
                     hint="Every enqueue of a task on it would fail; rename the queue.",
-                    id="django_outbox.E042",
+                    id="django_outbox.E062",
                 )
 
     def max_attempts_of(self, task: AnyTask) -> int:

@@ -86,7 +86,7 @@ def check_task_queues_served(
             f"worker(s) serves: they run only {', '.join(sorted(served))}.",
             hint=f"Start a worker for it (run_outbox_worker --queue {queue}), or remove it from "
             "QUEUES.",
-            id="django_outbox.W040",
+            id="django_outbox.W060",
         )
         for alias, queues in backend_queues().items()
         for queue in queues

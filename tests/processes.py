@@ -29,6 +29,8 @@ def worker_env(**extra: str) -> dict[str, str]:
         OUTBOX_TEST_DATABASE_NAME=str(connection.settings_dict["NAME"]),
         PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench")]),
         PYTHONUNBUFFERED="1",
+        # A worker process that dies of a signal (SIGSEGV, SIGBUS) prints its threads' stacks.
+        PYTHONFAULTHANDLER="1",
         OUTBOX_TEST_PARENT_PID=str(os.getpid()),
     )
     env.update(extra)
@@ -41,15 +43,18 @@ def worker_env(**extra: str) -> dict[str, str]:
 allowed = False
 
 
-def start_worker_process(*args: str, **env: str) -> subprocess.Popen[str]:
-    """Start ``manage.py run_outbox_worker ARGS`` against the test database."""
+def start_worker_process(
+    *args: str, prefix: tuple[str, ...] = (), **env: str
+) -> subprocess.Popen[str]:
+    """Start ``manage.py run_outbox_worker ARGS`` against the test database (run by the command
+    ``prefix``, if any: ``ip netns exec NAME``, say)."""
     if not allowed:
         raise RuntimeError(
             "This test starts worker processes: mark it @pytest.mark.process (the unit tests "
             "of a wing run in the test's own process)."
         )
     return subprocess.Popen(
-        [sys.executable, "-m", "django", "run_outbox_worker", *args],
+        [*prefix, sys.executable, "-m", "django", "run_outbox_worker", *args],
         cwd=REPO,
         env=worker_env(**env),
         stdout=subprocess.PIPE,
@@ -72,8 +77,8 @@ def _drain(stream: IO[str], lines: list[str]) -> None:
 class WorkerProcess:
     """A worker subprocess whose output is read as it comes: a full pipe would stall it."""
 
-    def __init__(self, *args: str, **env: str) -> None:
-        self.popen = start_worker_process(*args, **env)
+    def __init__(self, *args: str, prefix: tuple[str, ...] = (), **env: str) -> None:
+        self.popen = start_worker_process(*args, prefix=prefix, **env)
         self._stdout: list[str] = []
         self._stderr: list[str] = []
         self._readers = [
@@ -134,8 +139,8 @@ def worker_processes() -> Iterator[Callable[..., WorkerProcess]]:
     """Yield a function starting worker processes; kill those still running at the end."""
     started: list[WorkerProcess] = []
 
-    def start(*args: str, **env: str) -> WorkerProcess:
-        process = WorkerProcess(*args, **env)
+    def start(*args: str, prefix: tuple[str, ...] = (), **env: str) -> WorkerProcess:
+        process = WorkerProcess(*args, prefix=prefix, **env)
         started.append(process)
         return process
 

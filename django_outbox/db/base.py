@@ -366,6 +366,10 @@ class DatabaseQueries:
     def prepare_worker_connection(self, connection: BaseDatabaseWrapper) -> None:
         """Set up a worker thread's connection (once per connection or process)."""
 
+    def configure_worker_connections(self, connection: BaseDatabaseWrapper) -> None:
+        """Adjust the settings of ``connection``'s alias for a worker process, before its
+        threads connect (nothing to do for an embedded database)."""
+
     def bound_lock_waits(
         self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
     ) -> None:

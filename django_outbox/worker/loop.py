@@ -137,6 +137,8 @@ class Worker:
         # batched; without prefetch, as soon as one thread is free.
         self.claim_threshold = max(1, self.prefetch // 2)
 
+        # Before any thread of the worker connects.
+        queries_for(connections[self.using]).configure_worker_connections(connections[self.using])
         self.stats = WorkerStats()
         self.held = HeldJobs(self.capacity)
         self._ready: queue.Queue[ClaimedJob | None] = queue.Queue()

@@ -151,7 +151,7 @@ class Maintenance:
     # Heartbeat and rescue.
 
     def _bound_lock_waits(self) -> None:
-        """Let no statement of this thread wait long for a lock (see ``worker_lock_wait``)."""
+        """Let no statement of this thread wait long for a lock (``worker_lock_wait_seconds``)."""
         connection = connections[self.using]
         queries_for(connection).bound_lock_waits(
             connection, worker_lock_wait_seconds(self.heartbeat_seconds), self.worker_id
@@ -173,11 +173,14 @@ class Maintenance:
             self.registration.beat()
 
     def _watch(self) -> None:
-        self._bound_lock_waits()
+        running = self.held.running()
+        if running:
+            # Only then: an idle worker's watchdog needs no connection.
+            self._bound_lock_waits()
         # On a thread of its own: on SQLite a handler's open transaction can keep the
         # heartbeat's writes waiting for the write lock as long as that handler runs.
         watch(
-            self.held.running(),
+            running,
             using=self.using,
             history_limit=self.history_limit,
             fallback=self.fallback,

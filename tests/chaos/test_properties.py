@@ -41,7 +41,14 @@ from django_outbox.models import FINISHED, Job, JobStatus
 from django_outbox.serialization import MAX_DEPTH, decode_stored
 from django_outbox.tasks.enqueue import build_job
 from django_outbox.tasks.registry import registered_names
-from django_outbox.validation.bounds import DAY, HOUR, MAX_DELAY, RETENTION_MAX
+from django_outbox.validation.bounds import (
+    DAY,
+    HEARTBEAT_SECONDS_MIN,
+    HOUR,
+    MAX_DELAY,
+    POLL_SECONDS_MIN,
+    RETENTION_MAX,
+)
 from django_outbox.validation.setting import RETENTION_KEYS
 from django_outbox.validation.setting import setting_errors as outbox_setting_errors
 from django_outbox.worker import loop as worker_module
@@ -446,8 +453,8 @@ outbox_dicts = with_unknown_keys(
             # At least three of the longest valid heartbeats drawn here, so that only the near
             # misses (1 s against the default heartbeat of 10 s) break E006.
             "LEASE_SECONDS": setting(st.floats(60, 7 * DAY), 0.999, 1, 7 * DAY + 1),
-            "HEARTBEAT_SECONDS": seconds(0.01, 20),
-            "POLL_SECONDS": seconds(0.01, HOUR),
+            "HEARTBEAT_SECONDS": seconds(HEARTBEAT_SECONDS_MIN, 20),
+            "POLL_SECONDS": seconds(POLL_SECONDS_MIN, HOUR),
             "SHUTDOWN_TIMEOUT": seconds(0, DAY),
             "MAX_ATTEMPTS": count(1, 2**31 - 1),
             "CONCURRENCY": count(1, 1_000),

@@ -51,7 +51,7 @@ def test_a_row_locked_past_its_lease_stalls_no_worker_and_runs_no_job_twice(work
         timeout=scaled(120, 600),
         what="every job to succeed",
     )
-    victim_done_after = time.monotonic() - began - lock_seconds
+    drained_after_release = time.monotonic() - began - lock_seconds
     for process in started:
         process.send(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, process.stderr
@@ -68,6 +68,6 @@ def test_a_row_locked_past_its_lease_stalls_no_worker_and_runs_no_job_twice(work
         lock_seconds=lock_seconds,
         lease_seconds=2,
         succeeded_while_locked=done_during,
-        victim_done_after_release=round(victim_done_after, 1),
+        drained_after_release=round(drained_after_release, 1),
         **figures,
     )

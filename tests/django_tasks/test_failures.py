@@ -118,7 +118,7 @@ def test_options_errors_name_the_problem(options, problem):
 def test_the_checks_report_a_misconfigured_backend_and_enqueue_refuses_it():
     backend = OutboxBackend("typo", {"OPTIONS": {"ATOMC": False}, "QUEUES": ["default", ""]})
     errors = list(backend.check())
-    assert [error.id for error in errors] == ["django_outbox.E041", "django_outbox.E042"]
+    assert [error.id for error in errors] == ["django_outbox.E061", "django_outbox.E062"]
     assert all(isinstance(error, Error) for error in errors)
     assert "Did you mean 'ATOMIC'?" in errors[0].msg
     with pytest.raises(ImproperlyConfigured, match=r"misconfigured.*ATOMC"):
@@ -129,7 +129,7 @@ def test_the_checks_report_a_misconfigured_backend_and_enqueue_refuses_it():
 def test_the_checks_report_the_app_missing_from_installed_apps(settings):
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "django_outbox"]
     errors = list(OutboxBackend("default", {}).check())
-    assert [error.id for error in errors] == ["django_outbox.E040"]
+    assert [error.id for error in errors] == ["django_outbox.E060"]
     assert "'django_outbox' to INSTALLED_APPS" in errors[0].hint
 
 
@@ -160,7 +160,7 @@ def test_a_queue_no_live_worker_serves_is_a_warning_with_the_database_checks():
 
     live_worker("w-1", ["default"])
     (warning,) = check_task_queues_served(databases=["default"])
-    assert warning.id == "django_outbox.W040"
+    assert warning.id == "django_outbox.W060"
     assert "TASKS['default'] lists the queue 'emails'" in warning.msg
     assert "run_outbox_worker --queue emails" in str(warning.hint)
     # Without the database checks nothing is read, nor known.
@@ -174,3 +174,17 @@ def test_no_live_worker_is_no_warning():
     from django_outbox.checks import check_task_queues_served
 
     assert check_task_queues_served(databases=["default"]) == []
+
+
+def test_get_result_of_a_row_naming_an_undeclared_task_raises_django_s_invalid_task():
+    from django_outbox.backends import TASK_NAME, UnknownDjangoTask
+
+    job = Job.objects.create(
+        task_name=TASK_NAME,
+        queue="default",
+        max_attempts=1,
+        payload={"task": "os.remove", "args": [], "kwargs": {}},
+    )
+    with pytest.raises(InvalidTask, match=r"No Django task 'os\.remove' is declared") as raised:
+        task_backends["default"].get_result(str(job.pk))
+    assert isinstance(raised.value, UnknownDjangoTask)

@@ -214,7 +214,7 @@ def _task_backends() -> Any:
     if django.VERSION >= (6, 0):
         from django.tasks import task_backends
     else:  # Django 5.2: the backport.
-        from django_tasks import task_backends  # type: ignore[import-not-found, no-redef]
+        from django_tasks import task_backends  # type: ignore[no-redef]
     return task_backends
 
 

@@ -47,8 +47,8 @@ def test_heartbeat_reports_no_lost_lease_for_jobs_that_finished(workers, log):
     for _ in range(200):
         record_run.enqueue({"log": str(log), "sleep": 0.01})
 
-    # Frequent heartbeats make the race with finishing jobs likely.
-    worker = workers("--burst", "--concurrency", "4", OUTBOX_TEST_HEARTBEAT_SECONDS="0.02")
+    # Frequent heartbeats (the floor) make the race with finishing jobs likely.
+    worker = workers("--burst", "--concurrency", "4", OUTBOX_TEST_HEARTBEAT_SECONDS="0.1")
 
     assert worker.wait(timeout=30) == 0, worker.stderr
     assert Job.objects.filter(status=JobStatus.SUCCEEDED, attempts=1).count() == 200

@@ -234,6 +234,22 @@ _bookkeeping_connections: weakref.WeakSet[Any] = weakref.WeakSet()
 _bounded_connections: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
+#: libpq's settings a worker's connections get unless the project's ``OPTIONS`` set them. A
+#: network partition, or a peer that vanished, must not hold a worker's thread for the
+#: kernel's default of 15 minutes of retransmissions (or 2 of connection attempts): a statement
+#: whose packets go unacknowledged for TCP_USER_TIMEOUT fails (and the loop reconnects), an
+#: idle connection (the listener's) is probed after KEEPALIVES_IDLE seconds, and a connection
+#: attempt gives up after CONNECT_TIMEOUT. docs/reliability.md has what a partition does.
+WORKER_CONNECTION_OPTIONS: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 15_000,
+}
+
+
 class PostgreSQLQueries(DatabaseQueries):
     vendor: ClassVar[str] = "postgresql"
     plain_claims: ClassVar[bool] = True
@@ -514,6 +530,13 @@ class PostgreSQLQueries(DatabaseQueries):
             return False
         in_error = _psycopg().pq.TransactionStatus.INERROR
         return bool(driver_connection.info.transaction_status == in_error)
+
+    def configure_worker_connections(self, connection: BaseDatabaseWrapper) -> None:
+        """Give the worker's connections TCP keepalives and timeouts (``WORKER_CONNECTION_
+        OPTIONS``), each unless the project's ``OPTIONS`` sets it."""
+        options = connection.settings_dict.setdefault("OPTIONS", {})
+        for name, value in WORKER_CONNECTION_OPTIONS.items():
+            options.setdefault(name, value)
 
     def bound_lock_waits(
         self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""

@@ -79,7 +79,7 @@ class DBTaskResultQuerySet(QuerySet[Job]):
     async def aupdate(self, **changes: Any) -> int:
         return await sync_to_async(self.update)(**changes)
 
-    def create(self, **fields: Any) -> Job:
+    def create(self, **fields: Any) -> Job:  # type: ignore[override]
         # A row written by hand, naming a task by its path, as the reference's tests write one.
         args_kwargs = fields.pop("args_kwargs")
         return Job.objects.create(
@@ -164,6 +164,7 @@ def prune_task_results(
     if dry_run:
         selection.append("--dry-run")
     out = stdout or StringIO()
+    runs: list[tuple[float, list[str]]]
     if failed_min_age_days is None:
         runs = [(min_age_days, [])]
     else:

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 from unittest import skipIf
 
 import pytest
@@ -13,6 +14,7 @@ from django.test import TransactionTestCase
 from django.utils.crypto import get_random_string
 
 from django_outbox.apps import uses_task_backend
+from django_outbox.models import WorkerProcess
 from tests.processes import worker_env
 
 pytestmark = [
@@ -36,8 +38,24 @@ if uses_task_backend():
 
 class DatabaseWorkerProcessTestCase(TransactionTestCase):
     # outbox: 1 s is too short for a worker process to start on a loaded CI machine (Django's
-    # set-up and system checks); the tasks that must outlast it run longer to match.
+    # set-up and system checks): where the reference sleeps that long for a task to be running
+    # (or the worker to be up), these wait until it is, up to a minute. The tasks that must
+    # outlast the start run longer to match.
     WORKER_STARTUP_TIME = 4
+
+    def wait_until_running(self, result: Any) -> None:
+        """outbox: wait until the worker process runs ``result``'s task (or is up, with None)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if result is None:
+                if WorkerProcess.objects.exists():
+                    return
+            else:
+                result.refresh()
+                if result.status == TaskResultStatus.RUNNING:
+                    return
+            time.sleep(0.1)
+        self.fail("the worker process did not start in 60 s")
 
     def setUp(self) -> None:
         self.processes: list[subprocess.Popen] = []
@@ -107,7 +125,7 @@ class DatabaseWorkerProcessTestCase(TransactionTestCase):
     def test_interrupt_no_tasks(self) -> None:
         process = self.start_worker()
 
-        time.sleep(self.WORKER_STARTUP_TIME)
+        self.wait_until_running(None)
 
         process.terminate()
 
@@ -132,7 +150,7 @@ class DatabaseWorkerProcessTestCase(TransactionTestCase):
                 process = self.start_worker()
 
                 # Make sure the task is running by now
-                time.sleep(self.WORKER_STARTUP_TIME)
+                self.wait_until_running(result)
 
                 result.refresh()
                 self.assertEqual(result.status, TaskResultStatus.RUNNING)
@@ -159,7 +177,7 @@ class DatabaseWorkerProcessTestCase(TransactionTestCase):
         process = self.start_worker()
 
         # Make sure the task is running by now
-        time.sleep(self.WORKER_STARTUP_TIME)
+        self.wait_until_running(result)
 
         result.refresh()
         self.assertEqual(result.status, TaskResultStatus.RUNNING)

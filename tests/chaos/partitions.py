@@ -1,0 +1,152 @@
+"""A private PostgreSQL that a worker reaches only through a veth pair from a network
+namespace, so that tests can cut the link or drop its packets (``ip netns``, ``tc netem``).
+
+Needs root, ``ip``, ``tc`` and PostgreSQL's ``initdb``/``pg_ctl`` run as the ``postgres``
+user; the fixture skips, saying why, where any is missing. The shared servers are never
+touched: the instance has its own data directory and port, and is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import REPO
+from tests.processes import worker_env
+
+NAMESPACE = "outbox-partition"
+HOST_SIDE, NAMESPACE_SIDE = "obxpart0", "obxpart1"
+HOST_ADDRESS, NAMESPACE_ADDRESS = "10.231.7.1", "10.231.7.2"
+PORT = 55439
+DATABASE = "outbox_partition"
+
+
+def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, check=check, capture_output=True, text=True)
+
+
+def _as_postgres(command: str) -> None:
+    _run("su", "postgres", "-s", "/bin/sh", "-c", command)
+
+
+@dataclass
+class PartitionedDatabase:
+    """The private PostgreSQL and the link to the namespace the partitioned worker runs in."""
+
+    data: Path
+
+    #: The database as the test process (and a worker outside the namespace) reaches it.
+    local_url: str = f"postgres://postgres@127.0.0.1:{PORT}/{DATABASE}"
+    #: The database as a worker in the namespace reaches it: through the veth pair only.
+    remote_url: str = f"postgres://postgres@{HOST_ADDRESS}:{PORT}/{DATABASE}"
+    prefix: tuple[str, ...] = ("ip", "netns", "exec", NAMESPACE)
+
+    def env(self, url: str, **extra: str) -> dict[str, str]:
+        return {"DATABASE_URL": url, "OUTBOX_TEST_DATABASE_NAME": DATABASE, **extra}
+
+    def cut(self) -> None:
+        """Take the link down: nothing passes, in either direction."""
+        _run("ip", "link", "set", HOST_SIDE, "down")
+
+    def drop(self) -> None:
+        """Drop every packet, the link up: the half-open case, where nothing tells the worker.
+
+        The server's address leaves the host's end of the link: the worker's packets still go
+        out and arrive, and are dropped there as addressed to no one, without an answer; the
+        server's own sends find no route. (A drop on the worker's own side, ``tc ... netem
+        loss 100%`` or a queue of length 0, tells its kernel, which retries at once when the
+        link is back rather than at the backed-off retransmission times of a lost peer.)
+        """
+        _run("ip", "addr", "del", f"{HOST_ADDRESS}/24", "dev", HOST_SIDE)
+
+    def heal(self) -> None:
+        _run("ip", "link", "set", HOST_SIDE, "up")
+        _run("ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", HOST_SIDE, check=False)
+
+    def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with psycopg.connect(self.local_url, autocommit=True) as connection:
+            cursor = connection.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def manage(self, *args: str) -> str:
+        """Run ``manage.py ARGS`` against the private database; return its output."""
+        result = subprocess.run(
+            [sys.executable, "-m", "django", *args],
+            cwd=REPO,
+            env={**worker_env(), **self.env(self.local_url)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for tool in ("ip", "tc", "su", "initdb", "pg_ctl"):
+        if shutil.which(tool) is None:
+            return f"needs {tool}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def partitioned_database() -> Iterator[PartitionedDatabase]:
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    # A namespace left by an interrupted run goes first (its veth pair with it).
+    _run("ip", "netns", "del", NAMESPACE, check=False)
+    try:
+        _run("ip", "netns", "add", NAMESPACE)
+    except subprocess.CalledProcessError as error:
+        pytest.skip(f"cannot create a network namespace: {error.stderr.strip()}")
+    data = Path(tempfile.mkdtemp(prefix="outbox-partition-"))
+    database = PartitionedDatabase(data=data)
+    try:
+        _run("ip", "link", "add", HOST_SIDE, "type", "veth", "peer", "name", NAMESPACE_SIDE)
+        _run("ip", "link", "set", NAMESPACE_SIDE, "netns", NAMESPACE)
+        _run("ip", "addr", "add", f"{HOST_ADDRESS}/24", "dev", HOST_SIDE)
+        _run("ip", "link", "set", HOST_SIDE, "up")
+        _run(
+            *database.prefix, "ip", "addr", "add", f"{NAMESPACE_ADDRESS}/24", "dev", NAMESPACE_SIDE
+        )
+        _run(*database.prefix, "ip", "link", "set", NAMESPACE_SIDE, "up")
+        _run(*database.prefix, "ip", "link", "set", "lo", "up")
+        shutil.chown(data, "postgres", "postgres")
+        cluster = data / "cluster"
+        _as_postgres(f"initdb -D {cluster} -A trust -U postgres --no-sync >/dev/null")
+        with (cluster / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host all all {HOST_ADDRESS.rsplit('.', 1)[0]}.0/24 trust\n")
+        _as_postgres(
+            f'pg_ctl -D {cluster} -l {data}/server.log -w -o "-p {PORT} -k {data} '
+            f"-c listen_addresses='127.0.0.1,{HOST_ADDRESS}' -c fsync=off "
+            '-c max_connections=200" start >/dev/null'
+        )
+        _run(
+            "psql",
+            f"postgres://postgres@127.0.0.1:{PORT}/postgres",
+            "-c",
+            f"CREATE DATABASE {DATABASE}",
+        )
+        database.manage("migrate", "--verbosity", "0")
+        yield database
+    finally:
+        database.heal()
+        _as_postgres(f"pg_ctl -D {data / 'cluster'} -m immediate stop >/dev/null 2>&1 || true")
+        _run("ip", "netns", "del", NAMESPACE, check=False)
+        _run("ip", "link", "del", HOST_SIDE, check=False)
+        time.sleep(0.1)
+        shutil.rmtree(data, ignore_errors=True)
