@@ -40,7 +40,7 @@ def version(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_the_suites_database_passes():
-    assert ids() == [] or ids() == ["django_outbox.W071"]  # W071 before MariaDB 10.8
+    assert ids() == [] or ids() == ["django_outbox.W051"]  # W051 before MariaDB 10.8
 
 
 def test_the_checks_run_only_for_the_outboxs_database_when_asked():
@@ -54,16 +54,16 @@ def test_the_checks_run_only_for_the_outboxs_database_when_asked():
 def test_servers_without_skip_locked_are_refused(version, server, mariadb):
     version(server, mariadb)
     (message,) = check_outbox_database(databases=["default"])
-    assert message.id == "django_outbox.E070"
+    assert message.id == "django_outbox.E050"
     assert ".".join(map(str, server)) in message.msg
     assert "10.6" in message.msg if mariadb else "8.0" in message.msg
 
 
 def test_mariadb_before_10_8_is_warned_of_its_ascending_claim_indexes(version):
     version((10, 6, 19))
-    assert "django_outbox.W071" in ids()
+    assert "django_outbox.W051" in ids()
     version((10, 11, 9))
-    assert "django_outbox.W071" not in ids()
+    assert "django_outbox.W051" not in ids()
 
 
 def test_repeatable_read_is_refused_with_how_to_set_read_committed():
@@ -71,7 +71,7 @@ def test_repeatable_read_is_refused_with_how_to_set_read_committed():
         cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     try:
         (message,) = [m for m in check_outbox_database(databases=["default"]) if m.level >= 40]
-        assert message.id == "django_outbox.E071"
+        assert message.id == "django_outbox.E051"
         assert "REPEATABLE-READ" in message.msg
         assert message.hint
         assert '"isolation_level": "read committed"' in message.hint
@@ -84,7 +84,7 @@ def test_a_session_time_zone_other_than_utc_is_warned_of():
         cursor.execute("SET time_zone = '+02:00'")
     try:
         messages = check_outbox_database(databases=["default"])
-        (warning,) = [m for m in messages if m.id == "django_outbox.W070"]
+        (warning,) = [m for m in messages if m.id == "django_outbox.W050"]
         assert "+7200 seconds" in warning.msg
         assert warning.hint
         assert "SET time_zone = '+00:00'" in warning.hint
@@ -108,10 +108,10 @@ def test_manage_py_check_with_the_database_reports_the_isolation_level():
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode != 0
-    assert "django_outbox.E071" in result.stderr
+    assert "django_outbox.E051" in result.stderr
 
 
 def test_the_worker_refuses_to_start_on_an_error(version):
     version((10, 5, 0))
-    with pytest.raises(Exception, match="E070"):
+    with pytest.raises(Exception, match="E050"):
         call_command("run_outbox_worker", "--burst", stdout=io.StringIO(), stderr=io.StringIO())

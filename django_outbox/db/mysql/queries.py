@@ -573,7 +573,7 @@ FOR UPDATE SKIP LOCKED
                     hint="Claims need FOR UPDATE SKIP LOCKED (MariaDB 10.6, MySQL 8.0) and "
                     "enqueues INSERT ... RETURNING (MariaDB). Upgrade the server, or use "
                     "PostgreSQL or SQLite.",
-                    id="django_outbox.E070",
+                    id="django_outbox.E050",
                 )
             ]
         problems: list[CheckMessage] = []
@@ -595,7 +595,7 @@ FOR UPDATE SKIP LOCKED
                     '"read committed"}. Under REPEATABLE READ an enqueuer that waited for '
                     "another would not see its job (two jobs with one unique key), and gap "
                     "locks make claims deadlock.",
-                    id="django_outbox.E071",
+                    id="django_outbox.E051",
                 )
             )
         if settings.USE_TZ and offset:
@@ -606,7 +606,7 @@ FOR UPDATE SKIP LOCKED
                     "where Django and the queue's claims read UTC.",
                     hint='Set "OPTIONS": {"init_command": "SET time_zone = \'+00:00\'"} '
                     "(or the server's default_time_zone to '+00:00').",
-                    id="django_outbox.W070",
+                    id="django_outbox.W050",
                 )
             )
         if mariadb and version < (10, 8):
@@ -616,7 +616,7 @@ FOR UPDATE SKIP LOCKED
                     "descending index columns ascending: each claim sorts the due jobs "
                     "instead of reading them in order from the claim index.",
                     hint="MariaDB 10.8 or later claims along the index, however long the backlog.",
-                    id="django_outbox.W071",
+                    id="django_outbox.W051",
                 )
             )
         return problems
