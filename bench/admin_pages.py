@@ -278,7 +278,9 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
     middle = Job.objects.order_by("id").values_list("pk", flat=True)[Job.objects.count() // 2]
     failures = Job.objects.filter(status="failed").order_by("finished_at", "id")
     middle_failed = failures.values_list("pk", "finished_at")[failures.count() // 2]
-    failed_cursor = f"{middle_failed[0]}_{middle_failed[1].isoformat()}"
+    failed_at = middle_failed[1]
+    assert failed_at is not None, "a failed job has its failure time"
+    failed_cursor = f"{middle_failed[0]}_{failed_at.isoformat()}"
     cases: list[tuple[str, str, dict[str, str]]] = [
         ("list, no filter", changelist, {}),
         ("list, next page by key, mid-table", changelist, {"after": str(middle)}),

@@ -8,12 +8,15 @@ It installs the package from a wheel built from this checkout into a virtualenv 
 example project (``SITE``, a fixed path, so that tracebacks show the paths a user's would: the
 project's files and site-packages), runs the example's ``manage.py demo`` there (its bouncing
 signup's job fails for good through a real worker), fills the database with waiting, running
-and halted jobs, a day of per-minute activity, live workers, one in error and one that stopped
-heartbeating, serves it with ``runserver`` (every request logged in as a superuser, by a
-middleware of this script's settings), and has headless chromium take:
+and halted jobs, failed ones with the errors of a bad night, a day of per-minute activity, live
+workers, one in error and one that stopped heartbeating, serves it with ``runserver`` (every
+request logged in as a superuser, by a middleware of this script's settings), and has headless
+chromium take, at 1440x900 (a laptop), 1024x768 (a small window) and 390x844 (a phone):
 
-- ``dashboard.png``: the admin's dashboard;
-- ``failed-job.png``: the page of the demo's failed job (its error, traceback and history).
+- ``failed-list-<size>.png``: the failed jobs, latest failure first;
+- ``failed-job-<size>.png``: the page of the demo's failed job (its first screen: summary,
+  error, actions; then its history and payload);
+- ``dashboard-<size>.png``: the admin's dashboard.
 """
 
 from __future__ import annotations
@@ -112,6 +115,39 @@ def fill() -> None:
                 jobs.append(job)
     Job.objects.bulk_create(jobs)
 
+    # A bad night's failed jobs: a payment provider down, a template missing, a bad payload.
+    failures = [
+        (
+            "webhooks",
+            "ConnectionError: HTTPSConnectionPool(host='api.payments.example', port=443): Max "
+            "retries exceeded with url: /v1/charges (Caused by NewConnectionError('Failed to "
+            "establish a new connection: [Errno 111] Connection refused'))",
+        ),
+        ("emails", "TemplateDoesNotExist: emails/welcome_de.html"),
+        ("emails", "KeyError: 'email'"),
+        ("reports", "TimeoutError: the report query ran for more than 300 s"),
+    ]
+    failed_jobs = []
+    for number in range(18):
+        queue, error = failures[number % len(failures)]
+        job = build_job(task, {"user_id": 1000 + number}, queue=queue)
+        job.status, job.attempts = JobStatus.FAILED, job.max_attempts
+        job.worker_id = f"worker-b21e8:4114:{number:06x}"
+        job.enqueued_at = now - datetime.timedelta(minutes=90 + 7 * number)
+        job.finished_at = now - datetime.timedelta(minutes=3 + 4 * number, seconds=number * 7)
+        job.last_error = error
+        job.errors = [
+            {
+                "attempt": attempt,
+                "at": job.finished_at.isoformat(),
+                "worker": job.worker_id,
+                "error": error,
+            }
+            for attempt in range(1, job.max_attempts + 1)
+        ]
+        failed_jobs.append(job)
+    Job.objects.bulk_create(failed_jobs)
+
     minute = now.replace(second=0, microsecond=0)
     rows = []
     for queue, rate, failing in (("emails", 40, 0.02), ("reports", 3, 0.0), ("webhooks", 90, 0.05)):
@@ -205,6 +241,10 @@ def set_up_site(python: str) -> Path:
     return SITE / ".venv" / "bin" / "python"
 
 
+#: The viewports each page is taken at: a laptop, a small window, a phone.
+SIZES = ("1440x900", "1024x768", "390x844")
+
+
 def screenshot(url: str, output: Path, size: str) -> None:
     run(
         "chromium",
@@ -268,8 +308,15 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.2)
-        screenshot(f"{admin}/dashboard/", IMAGES / "dashboard.png", "1280,1180")
-        screenshot(f"{admin}/job/{failed}/change/", IMAGES / "failed-job.png", "1280,2400")
+        # The dashboard first: its workers' heartbeats, written by fill(), go stale in a minute.
+        pages = {
+            "dashboard": f"{admin}/dashboard/",
+            "failed-list": f"{admin}/job/?status__exact=failed",
+            "failed-job": f"{admin}/job/{failed}/change/",
+        }
+        for name, url in pages.items():
+            for size in SIZES:
+                screenshot(url, IMAGES / f"{name}-{size}.png", size.replace("x", ","))
     finally:
         server.terminate()
         server.wait(10)

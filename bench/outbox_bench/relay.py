@@ -4,8 +4,9 @@ For each broker:
 
 - floor: the adapter alone (the same client, no database) publishes batches of messages with
   confirms pipelined, as fast as it can: the broker's own rate;
-- relay: the relay drains messages already committed (keyless, and with 100 keys), claiming,
-  publishing and deleting them: its rate, and its ratio to the floor;
+- relay: one relay (a thread, as workers run it) drains messages already committed (keyless,
+  and with 100 keys), claiming, publishing and deleting them: its rate, and its ratio to the
+  floor;
 - latency: a publisher commits messages at a steady rate (one per transaction) while a relay
   runs in a thread, woken by NOTIFY on PostgreSQL: commit-to-confirm percentiles;
 - idle: statements an idle relay runs per second.
@@ -99,10 +100,13 @@ def destination(name: str) -> Iterator[None]:
         channel = connection.channel()
         channel.queue_delete(TOPIC)
         channel.queue_declare(TOPIC, durable=True)
+        connection.close()
         try:
             yield
         finally:
-            channel.queue_delete(TOPIC)
+            # A new connection: the first one would have missed its heartbeats meanwhile.
+            connection = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
+            connection.channel().queue_delete(TOPIC)
             connection.close()
     elif name == "nats":
         import asyncio
@@ -191,15 +195,20 @@ def relay_rate(name: str, count: int, batch: int, keys: int | None) -> float:
         else:
             for key in range(keys):
                 publish_many(topic, [payload] * (count // keys), key=f"order-{key}")
+        # The relay as workers run it: a thread that records each batch while it sends the
+        # next. Timed from its start (connecting included) to its last confirmed message.
         relay = Relay(housekeeping=False)
-        relay.relay_once()  # Connects: the first batch is not timed.
-        sent_before = relay.stats.sent
+        thread = threading.Thread(target=relay.run, daemon=True)
         started = time.perf_counter()
-        stats = relay.drain(timeout=60)
+        thread.start()
+        while relay.stats.sent < count and thread.is_alive():
+            time.sleep(0.005)
         elapsed = time.perf_counter() - started
+        relay.request_stop()
+        thread.join(30)
         close_brokers()
         assert not Message.objects.exists()
-        return (stats.sent - sent_before) / elapsed
+        return relay.stats.sent / elapsed
 
 
 def latency(name: str, rate: float, seconds: float) -> dict[str, float]:

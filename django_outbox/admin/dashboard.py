@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from ..cron import CronStatus, schedule
+from ..limits.usage import LimitUse, limit_usage
 from ..models import Dashboard, Job, JobStatus
 from ..stats.overview import COUNTS, DAY, HOUR, Activity, dashboard
 from ..worker.registration import Registered
@@ -40,6 +41,26 @@ def _summary(activity: Activity) -> str:
     if activity.failure_rate is not None:
         text += _(", %(percent)s%% failed") % {"percent": f"{activity.failure_rate * 100:.1f}"}
     return str(text)
+
+
+def _limit(use: LimitUse) -> dict[str, Any]:
+    """A concurrency cap's or rate limit's row: its use now against it."""
+    return {
+        "kind": use.kind,
+        "name": use.name,
+        "key": use.key,
+        "running": (
+            f"{use.running:,} / {use.concurrency:,}" if use.concurrency is not None else ""
+        ),
+        "at_cap": use.at_cap,
+        "rate": (
+            f"{use.rate_limit} ({use.tokens or 0:.1f} {_('tokens left')})"
+            if use.rate_limit is not None
+            else ""
+        ),
+        "paused": duration_text(use.paused_seconds) if use.paused_seconds else "",
+        "waiting": f"{use.waiting:,}",
+    }
 
 
 def _cron_entry(status: CronStatus, now: datetime.datetime) -> dict[str, Any]:
@@ -168,12 +189,12 @@ def _counts(counts: dict[str, int], filters: dict[str, str]) -> list[dict[str, A
 
 
 #: The job list's filters behind each count.
-COUNT_FILTERS = {
-    "failed": {"status__exact": JobStatus.FAILED},
+COUNT_FILTERS: dict[str, dict[str, str]] = {
+    "failed": {"status__exact": JobStatus.FAILED.value},
     "due": {"waiting": "due"},
     "scheduled": {"waiting": "scheduled"},
-    "running": {"status__exact": JobStatus.RUNNING},
-    "halted": {"status__exact": JobStatus.HALTED},
+    "running": {"status__exact": JobStatus.RUNNING.value},
+    "halted": {"status__exact": JobStatus.HALTED.value},
 }
 #: The counts' column headings.
 COUNT_LABELS = {
@@ -227,4 +248,5 @@ def live_context() -> dict[str, Any]:
         "workers_in_error": [worker for worker in live_workers if worker["in_error"]],
         # No query without cron entries; two with.
         "cron_entries": [_cron_entry(status, figures.now) for status in schedule()],
+        "limits": [_limit(use) for use in limit_usage()],
     }

@@ -67,6 +67,8 @@ ERROR_SEARCH_PREFIX = "error:"
 KEY_SEARCH_PREFIX = "key:"
 #: The largest id a search by id looks up (the column is a 64-bit integer).
 ID_MAX = 2**63 - 1
+#: The parameter that puts a search the time limit stopped back in the search box.
+STOPPED_SEARCH_VAR = "stopped_search"
 
 
 def _json_block(value: Any) -> str:
@@ -167,13 +169,21 @@ class JobChangeList(ChangeList):
 
     def get_filters_params(self, params: Any = None) -> dict[str, Any]:
         lookup_params: dict[str, Any] = super().get_filters_params(params)
-        # The page's place, not a filter.
+        # The page's place, and a search the time limit stopped: not filters.
         lookup_params.pop(AFTER_VAR, None)
+        lookup_params.pop(STOPPED_SEARCH_VAR, None)
         return lookup_params
 
     def get_query_string(self, new_params: Any = None, remove: Any = None) -> str:
         # A filter, a sort or a search link starts again at the first page.
-        return str(super().get_query_string(new_params, [*(remove or ()), AFTER_VAR]))
+        removed = [*(remove or ()), AFTER_VAR, STOPPED_SEARCH_VAR]
+        return str(super().get_query_string(new_params, removed))
+
+    @property
+    def stopped_search(self) -> str:
+        """The search the time limit stopped, put back in the search box (not run)."""
+        values = self.filter_params.get(STOPPED_SEARCH_VAR) or [""]
+        return str(values[-1])
 
     def get_results(self, request: HttpRequest) -> None:
         paginator = self.model_admin.get_paginator(request, self.queryset, self.list_per_page)
@@ -506,7 +516,9 @@ class JobAdmin(JobModelAdmin):
             queryset = queryset.exclude(status=JobStatus.RUNNING)
             if not queryset.exists():
                 return None
-        return delete_selected(self, request, queryset)
+        # Django's action loads every job it deletes (to count them and to log each): the
+        # columns its log entry names, not the rest.
+        return delete_selected(self, request, queryset.only("pk", "task_name", "status"))
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
@@ -590,8 +602,11 @@ class JobAdmin(JobModelAdmin):
                 % {"seconds": self.search_time_limit},
                 messages.ERROR,
             )
+            # Back to the list without running the search again, the filters kept and the
+            # search put back in its box, to be narrowed.
             params = request.GET.copy()
-            del params[SEARCH_VAR]
+            params[STOPPED_SEARCH_VAR] = params.pop(SEARCH_VAR)[-1]
+            params.pop(AFTER_VAR, None)
             return HttpResponseRedirect(f"{request.path}?{params.urlencode()}")
         return response
 

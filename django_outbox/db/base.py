@@ -138,6 +138,9 @@ class DatabaseQueries:
     #: Whether a PLAIN claim is cheaper than a FULL one (``ClaimPolicy``); where it is not,
     #: every claim of jobs that are not fair is full.
     plain_claims: ClassVar[bool] = False
+    #: Whether a ``write_transaction`` holds the only write lock from its start (SQLite): what
+    #: it reads stays true until it commits.
+    one_writer: ClassVar[bool] = False
     #: The driver's placeholder in the SQL ``execute`` runs, and the database's clock as the
     #: claim compares ``run_at`` with it (for statements shared by both databases).
     placeholder: ClassVar[str]
@@ -222,9 +225,11 @@ class DatabaseQueries:
         paused_retries: Sequence[str],
         held_back: HeldBack,
         limit: int,
+        excluded_queues: Sequence[str] = (),
     ) -> list[LimitedCandidate]:
-        """Return up to ``limit`` runnable limited jobs of ``queues`` in the limited claim's
-        order, passing over those ``held_back`` names and retrying jobs of ``paused_retries``
+        """Return up to ``limit`` runnable limited jobs of ``queues`` (but ``excluded_queues``)
+        in the limited claim's order, passing over those ``held_back`` names and retrying jobs
+        of ``paused_retries``
         (``limited.limited_candidates`` serves databases that read its SQL as written)."""
         raise NotImplementedError
 

@@ -35,6 +35,7 @@ def limited_candidates_sql(
     paused_retries: Sequence[str],
     held_back: HeldBack,
     limit: int,
+    excluded_queues: Sequence[str] = (),
 ) -> tuple[str, list[Any]]:
     """The candidates' query and its parameters, for placeholder ``p`` and clock ``due_by``.
 
@@ -48,6 +49,9 @@ def limited_candidates_sql(
     if queues:
         where.append(f"queue IN {_in(p, len(queues))}")
         params += list(queues)
+    if excluded_queues:
+        where.append(f"queue NOT IN {_in(p, len(excluded_queues))}")
+        params += list(excluded_queues)
     if paused_retries:
         where.append(f"NOT (status = 'retrying' AND queue IN {_in(p, len(paused_retries))})")
         params += list(paused_retries)
@@ -78,10 +82,17 @@ def limited_candidates(
     paused_retries: Sequence[str],
     held_back: HeldBack,
     limit: int,
+    excluded_queues: Sequence[str] = (),
 ) -> list[LimitedCandidate]:
     """``DatabaseQueries.limited_candidates`` for a database that reads this SQL as written."""
     sql, params = limited_candidates_sql(
-        queries.placeholder, queries.due_by, queues, paused_retries, held_back, limit
+        queries.placeholder,
+        queries.due_by,
+        queues,
+        paused_retries,
+        held_back,
+        limit,
+        excluded_queues,
     )
     # Planned with the names at hand: the held-back list changes from claim to claim.
     _, rows = queries.execute_replanned(connection, sql, params)

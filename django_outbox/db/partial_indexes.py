@@ -18,9 +18,11 @@ from django.db.models.expressions import RawSQL
 from ..models import JobStatus
 
 
-def index_condition(statuses: Sequence[str], *, fair: bool | None = None) -> str:
+def index_condition(
+    statuses: Sequence[str], *, fair: bool | None = None, limited: bool | None = None
+) -> str:
     """A partial index's condition as SQL literals: ``status IN ('a', 'b')``, and whether
-    ``fair_key`` is NULL.
+    ``fair_key`` and ``limit_key`` are NULL.
 
     SQLite uses a partial index only when the query's WHERE holds the index's condition term
     for term, with the values written out: ``status = %s`` (or ``IN (%s, %s)``, as the ORM
@@ -33,6 +35,8 @@ def index_condition(statuses: Sequence[str], *, fair: bool | None = None) -> str
     condition = f"status IN ({quoted})" if len(statuses) > 1 else f"status = {quoted}"
     if fair is not None:
         condition += " AND fair_key IS " + ("NOT NULL" if fair else "NULL")
+    if limited is not None:
+        condition += " AND limit_key IS " + ("NOT NULL" if limited else "NULL")
     return condition
 
 

@@ -157,11 +157,13 @@ def _reserve_room(queue: str, max_size: int, adding: int, using: str) -> None:
 
     connection = connections[using]
     queries_for(connection).serialize_enqueuers(connection, f"queue:{queue}")
-    # Along the claim indexes (fair jobs have their own), and no further than the limit: a
-    # full queue costs max_size rows.
+    # Along the claim indexes (fair and limited jobs have their own), and no further than the
+    # limit: a full queue costs max_size rows.
     claimable = Job.objects.using(using).claimable().filter(queue=queue)
-    waiting = claimable.filter(fair_key__isnull=True)[:max_size].count()
-    waiting += claimable.filter(fair_key__isnull=False)[:max_size].count()
+    unlimited = claimable.filter(limit_key__isnull=True)
+    waiting = unlimited.filter(fair_key__isnull=True)[:max_size].count()
+    waiting += unlimited.filter(fair_key__isnull=False)[:max_size].count()
+    waiting += claimable.filter(limit_key__isnull=False)[:max_size].count()
     if waiting + adding > max_size:
         raise QueueFull(queue, waiting, max_size, adding)
 

@@ -132,13 +132,21 @@ def record_failure(
         held = Job.objects.using(using).filter(
             pk=job_id, lease_token=lease_token, status=JobStatus.RUNNING
         )
-        row = held.select_for_update().values_list("pk", "errors", "started_at").first()
+        row = (
+            held.select_for_update()
+            .annotate(database_now=Now())
+            .values_list("pk", "errors", "started_at", "database_now")
+            .first()
+        )
         if row is None:
             return None
-        # When the attempt started, by the database's clock (the claim set it): the admin shows
-        # how long each attempt took.
+        # When the attempt started and ended, both by the database's clock (the claim set the
+        # start): the admin shows how long each attempt took, which a worker's clock ahead or
+        # behind the database's would make wrong.
         if row[2] is not None:
             entry["started_at"] = row[2].isoformat()
+        if row[3] is not None:
+            entry["at"] = row[3].isoformat()
         # A list unless the row was written by hand or by other code.
         errors = row[1] if isinstance(row[1], list) else []
         history = [*errors, entry][-history_limit:] if history_limit else []
@@ -453,5 +461,5 @@ def _prune_batch(
             return 0
         # Jobs, not the dependency rows that go with them.
         deleted = Job.objects.using(using).filter(pk__in=ids).delete()[1].get(Job._meta.label, 0)
-    signals.send(signals.jobs_pruned, sender=Job, job_ids=ids, using=using)
+    signals.send(signals.jobs_pruned, Job, job_ids=ids, using=using)
     return int(deleted)

@@ -8,9 +8,10 @@ In one short transaction on the worker's connection:
    capped key's backlog does not hide the jobs behind it.
 2. Read candidates in the claim's order (fair ones by round).
 3. Lock the rows of the capped and rate-limited scopes among them (``LimitState``), in one
-   order, creating those missing. Claims of one limit take turns here across every worker and
-   host; claims of other limits do not wait. (SQLite's write lock, taken at BEGIN, serializes
-   every claim anyway.)
+   order, creating those missing. Claims of one whole task's or queue's limit take turns here
+   across every worker and host; a key's row held by another claim is skipped (that claim is
+   choosing the key's jobs), so claims spread over keys instead of queueing. (SQLite's write
+   lock, taken at BEGIN, serializes every claim anyway.)
 4. Count again under the locks (a claim that held them has committed), refill each bucket,
    and choose candidates in order while each of their limits has room and a token.
 5. Claim the chosen jobs by id; take one token per job claimed from each of its buckets.
@@ -137,7 +138,14 @@ def _held_back(use: _Use, buckets: _Buckets, claim: LimitedClaim) -> HeldBack:
 
 def _blocked_states(using: str, now: float) -> list[LimitState]:
     """The limits' rows that may hold jobs back: paused, or low on tokens."""
-    return list(LimitState.objects.using(using).filter(Q(paused_until__gt=now) | Q(tokens__lt=1)))
+    return list(
+        LimitState.objects.using(using)
+        .filter(Q(paused_until__gt=now) | Q(tokens__lt=1))
+        # Along the unique index: the worker's claim connection plans without sequential
+        # scans (PostgreSQL), and a "disabled" scan of a table without a usable index costs
+        # so much that the query would be JIT-compiled.
+        .order_by("kind", "name", "key")
+    )
 
 
 def _locked_states(using: str, scopes: set[Scope]) -> list[LimitState]:
@@ -147,19 +155,56 @@ def _locked_states(using: str, scopes: set[Scope]) -> list[LimitState]:
     wait for a later claim.
     """
     ordered = sorted(scopes)
-    LimitState.objects.using(using).bulk_create(
-        [LimitState(kind=s.kind, name=s.name, key=s.key) for s in ordered],
-        ignore_conflicts=True,
-    )
+    known = _known_rows.setdefault(using, set())
+    _create(using, [scope for scope in ordered if scope not in known])
+    locked = _lock(using, ordered)
+    if len(locked) < len(ordered) and _missing(using, ordered, locked):
+        # Rows deleted since this process created them (by hand, or a test's flush).
+        _create(using, ordered)
+        locked = _lock(using, ordered)
+    known.update(_state(row) for row in locked)
+    return locked
+
+
+def _missing(using: str, ordered: list[Scope], locked: list[LimitState]) -> bool:
+    """Whether some rows of ``ordered`` do not exist (rather than being another claim's)."""
     matching = Q()
     for scope in ordered:
         matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
-    return list(
-        LimitState.objects.using(using)
-        .select_for_update()
-        .filter(matching)
-        .order_by("kind", "name", "key")
-    )
+    return LimitState.objects.using(using).filter(matching).count() < len(ordered)
+
+
+def _create(using: str, scopes: list[Scope]) -> None:
+    if scopes:
+        LimitState.objects.using(using).bulk_create(
+            [LimitState(kind=s.kind, name=s.name, key=s.key) for s in scopes],
+            ignore_conflicts=True,
+        )
+
+
+def _lock(using: str, ordered: list[Scope]) -> list[LimitState]:
+    """Lock the rows of ``ordered``: a whole task's or queue's waiting for other claims (every
+    candidate of it needs the row), a key's skipping those another claim holds (it is choosing
+    that key's jobs now; this one takes other keys' meanwhile, on databases that can skip)."""
+    locked: list[LimitState] = []
+    for keyed in (False, True):
+        matching = Q()
+        for scope in ordered:
+            if bool(scope.key) == keyed:
+                matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
+        if matching:
+            locked += (
+                LimitState.objects.using(using)
+                .select_for_update(skip_locked=keyed)
+                .filter(matching)
+                .order_by("kind", "name", "key")
+            )
+    return locked
+
+
+#: The limits' rows known to exist, by database alias: a claim creates only the others (in
+#: steady state, one statement locks the rows). The outbox never deletes them.
+_known_rows: dict[str, set[Scope]] = {}
 
 
 def claim_limited(
@@ -169,30 +214,37 @@ def claim_limited(
     count: int,
     lease_seconds: float,
     paused_retries: Sequence[str] = (),
+    *,
+    excluded_queues: Sequence[str] = (),
 ) -> LimitedClaim:
-    """Claim up to ``count`` limited jobs of ``queues`` that every limit allows now."""
+    """Claim up to ``count`` limited jobs of ``queues`` (all but ``excluded_queues``) that
+    every limit allows now."""
     connection = connections[using]
     queries = queries_for(connection)
     claim = LimitedClaim()
     # Keep this transaction short: it holds the limits' rows (on SQLite, the write lock).
     with queries.write_transaction(connection):
         now = queries.database_seconds(connection)
-        held_back = _held_back(
-            running_use(using), _Buckets(_blocked_states(using, now), now), claim
-        )
+        blocked = _blocked_states(using, now)
+        use = running_use(using)
+        held_back = _held_back(use, _Buckets(blocked, now), claim)
         window = max(WINDOW_MIN, WINDOW_PER_JOB * count)
         candidates = queries.limited_candidates(
-            connection, queues, paused_retries, held_back, window
+            connection, queues, paused_retries, held_back, window, excluded_queues
         )
         if not candidates:
             return claim
         limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
         counted = {limit.scope for found in limits.values() for limit in found}
         locked = _locked_states(using, counted) if counted else []
-        # Under the locks, the counts include every claim that held them before.
-        use = running_use(using)
-        paused_rows = _blocked_states(using, now)
-        buckets = _Buckets([*paused_rows, *locked], now)
+        # Under the locks, the counts include every claim that held them before (where this
+        # transaction holds the only write lock, they did already). Pauses come from the first
+        # read: one written since holds jobs back from the next claim.
+        if not queries.one_writer:
+            use = running_use(using)
+            # The clock read before waiting for the locks may be behind the last refill.
+            now = queries.database_seconds(connection)
+        buckets = _Buckets([*blocked, *locked], now)
         locked_scopes = {_state(row) for row in locked}
         chosen = _choose(candidates, limits, use, buckets, locked_scopes, count, claim)
         if not chosen:
@@ -269,5 +321,6 @@ def _take_tokens(
     for scope, taken in spent.items():
         row = buckets.rows[scope]
         row.tokens = buckets.tokens(rated[scope]) - taken
-        row.refilled_at = buckets.now
+        # Never back in time: a later refill would count the same seconds twice.
+        row.refilled_at = max(buckets.now, row.refilled_at or buckets.now)
         row.save(using=using, update_fields=["tokens", "refilled_at"])

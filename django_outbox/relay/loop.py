@@ -36,7 +36,7 @@ from . import outcomes, wakeups
 from .brokers import NOT_SENT, BrokerUnavailable, Outcome, Refusal, broker_named, close_brokers
 from .housekeeping import Housekeeping
 
-logger = logging.getLogger("django_outbox.relay")
+logger = logging.getLogger(__name__)
 
 #: The longest pause after broker or database errors.
 MAX_BACKOFF = 30.0
@@ -202,7 +202,7 @@ class Relay:
             connection.close()
 
     def drain(self, *, timeout: float = 30.0) -> RelayStats:
-        """Relay until no message is ready (tests, ``outbox_relay --drain``); return stats.
+        """Relay until no message is ready, in this thread (tests, the demo); return stats.
 
         Raise BrokerUnavailable if a broker stays unreachable for ``timeout`` seconds."""
         deadline = time.monotonic() + timeout

@@ -46,12 +46,23 @@ class QueueStats(dict[str, dict[str, int]]):
 
 def _status_rows(jobs: Any, status: str) -> list[tuple[Any, str]]:
     """The jobs of ``status``, as (queryset, the condition of the partial index that holds
-    them): ready and retrying jobs are in the claim indexes, fair and not fair apart."""
+    them): ready and retrying jobs are in the claim indexes, fair, limited and other jobs
+    apart."""
     of_status = jobs.filter(status=status)
     if status in CLAIMABLE:
+        unlimited = of_status.filter(limit_key__isnull=True)
         return [
-            (of_status.filter(fair_key__isnull=fair), index_condition(CLAIMABLE, fair=not fair))
-            for fair in (True, False)
+            *(
+                (
+                    unlimited.filter(fair_key__isnull=not fair),
+                    index_condition(CLAIMABLE, fair=fair, limited=False),
+                )
+                for fair in (False, True)
+            ),
+            (
+                of_status.filter(limit_key__isnull=False),
+                index_condition(CLAIMABLE, limited=True),
+            ),
         ]
     if status in FINISHED:
         return [(of_status, index_condition(FINISHED))]

@@ -158,8 +158,8 @@ def _counts(
     The jobs not finished are counted by queue and task together; the failed ones twice, by
     queue (task None) and by task (queue None), each along its partial index. Each arm's filter
     is the condition of the partial index it reads, so that the planner may use it: the claim's
-    two (waiting jobs without and with a fair key), the lease index (running), the halted one,
-    and the failed jobs' by queue and by task.
+    three (waiting jobs without a key, with a fair key, under a limit), the lease index
+    (running), the halted one, and the failed jobs' by queue and by task.
     """
     jobs = Job.objects.using(using).order_by()
     nothing = Value(None, output_field=CharField())
@@ -186,10 +186,17 @@ def _counts(
 
     by_both = {"queue": F("queue"), "task": F("task_name")}
     waiting = grouped(
-        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=True), **by_both, waiting=True
+        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=True, limit_key__isnull=True),
+        **by_both,
+        waiting=True,
     )
     fair = grouped(
-        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=False), **by_both, waiting=True
+        jobs.filter(status__in=CLAIMABLE, fair_key__isnull=False, limit_key__isnull=True),
+        **by_both,
+        waiting=True,
+    )
+    limited = grouped(
+        jobs.filter(status__in=CLAIMABLE, limit_key__isnull=False), **by_both, waiting=True
     )
     running = grouped(jobs.filter(status=JobStatus.RUNNING), **by_both, waiting=False)
     halted = grouped(jobs.filter(status=JobStatus.HALTED), **by_both, waiting=False)
@@ -205,7 +212,9 @@ def _counts(
         failed, queue=nothing, task=F("task_name"), waiting=False, status=failed_status
     )
     return list(
-        waiting.union(fair, running, halted, failed_by_queue, failed_by_task, all=True).order_by()
+        waiting.union(
+            fair, limited, running, halted, failed_by_queue, failed_by_task, all=True
+        ).order_by()
     )
 
 

@@ -244,7 +244,7 @@ def _queues_errors(queues: object) -> list[CheckMessage]:
                         f"OUTBOX['QUEUES'][{brief(name)}]: {problem}",
                         hint="Caps are whole numbers of jobs running at once; rates are starts "
                         "per period such as '10/s' or '1/500ms'. See docs/limits.md.",
-                        id="django_outbox.E040",
+                        id="django_outbox.E070",
                     )
                 )
     return errors

@@ -412,7 +412,13 @@ class Worker:
         def claim_limited_jobs(count: int) -> int:
             limited = retry_while_locked(
                 lambda: claim_limited(
-                    self.using, self.worker_id, self.queues, count, self.lease_seconds, paused
+                    self.using,
+                    self.worker_id,
+                    self.queues,
+                    count,
+                    self.lease_seconds,
+                    paused,
+                    excluded_queues=self.excluded_queues,
                 ),
                 stopping=self._stopping.is_set,
             )

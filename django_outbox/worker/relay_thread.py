@@ -7,7 +7,7 @@ import threading
 
 from ..relay.loop import Relay
 
-logger = logging.getLogger("django_outbox.relay")
+logger = logging.getLogger(__name__)
 
 
 class RelayThread:

@@ -85,6 +85,10 @@ OUTBOX = {
     # Short backoff so the demo's retries happen within seconds: 0.5 s, 1 s, 2 s, ... up to 5 s.
     "RETRY": {"BASE_DELAY": 0.5, "MAX_DELAY": 5},
     "POLL_SECONDS": 0.5,
+    # Where publish() sends events: kept in memory for the demo. A real project names its
+    # broker here, e.g. {"BACKEND": "django_outbox.relay.brokers.rabbitmq.RabbitMQ",
+    # "OPTIONS": {"url": "amqp://..."}} (docs/relay.md).
+    "BROKERS": {"default": {"BACKEND": "django_outbox.relay.brokers.memory.InMemoryBroker"}},
 }
 
 LOGGING = {

@@ -14,7 +14,9 @@ from django.db import connection, transaction
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from django_outbox.models import Job, JobQuerySet, JobStatus
+from django_outbox.models import Job, JobQuerySet, JobStatus, Message
+from django_outbox.relay.loop import Relay
+from django_outbox.testing import relayed_messages
 from django_outbox.worker.loop import Worker, WorkerStats
 from django_outbox.worker.runner import Outcome
 
@@ -60,8 +62,9 @@ class Demo:
         rollback_left_nothing = self.sign_up_and_roll_back()
         jobs = welcome_jobs([user.pk for user in users])
         finished = self.run_worker(jobs)
+        events = self.relay_events(users)
         self.report(users, jobs, rollback_left_nothing)
-        return finished and rollback_left_nothing
+        return finished and rollback_left_nothing and events
 
     def remove_previous_run(self) -> None:
         users = get_user_model().objects.filter(username__startswith=PREFIX)
@@ -97,11 +100,32 @@ class Demo:
             self.say(f"   then {error}: the transaction rolled back")
         user_left = get_user_model().objects.filter(username=PREFIX + name).exists()
         job_left = Job.objects.filter(pk=job.pk).exists()
+        event_left = Message.objects.filter(payload__username=PREFIX + name).exists()
         self.say(
             f"   after the rollback: user {PREFIX + name} exists: {yes_no(user_left)}; "
-            f"job #{job.pk} exists: {yes_no(job_left)}"
+            f"job #{job.pk} exists: {yes_no(job_left)}; its event exists: {yes_no(event_left)}"
         )
-        return not (user_left or job_left)
+        return not (user_left or job_left or event_left)
+
+    def relay_events(self, users: Sequence[AbstractBaseUser]) -> bool:
+        """Send the signups' UserSignedUp events to the broker; return whether all arrived."""
+        self.say(
+            "\n4. The relay sends each signup's UserSignedUp event to the broker (here one in "
+            "memory), in order per user, and deletes it once confirmed:"
+        )
+        stats = Relay(housekeeping=False).drain()
+        usernames = {user.get_username() for user in users}
+        arrived = [
+            (envelope, payload)
+            for envelope, payload in relayed_messages()
+            if payload.get("username") in usernames
+        ]
+        for envelope, payload in arrived[:3]:
+            self.say(f"   {envelope.type} key={envelope.key} id={envelope.id} {payload}")
+        if len(arrived) > 3:
+            self.say(f"   ... and {len(arrived) - 3} more")
+        self.say(f"   relayed {stats.sent}; waiting still: {Message.objects.count()}")
+        return len(arrived) == len(users)
 
     def run_worker(self, jobs: JobQuerySet) -> bool:
         """Run burst workers until every job of ``jobs`` is finished; return whether they are."""
@@ -144,6 +168,7 @@ class Demo:
             f"(the rolled-back signup left {'none' if rollback_left_nothing else 'A TRACE'})"
         )
         self.say(f"   jobs by status: {statuses}")
+        self.say(f"   events sent:    {len(relayed_messages())} UserSignedUp to the broker")
         self.say(
             f"   retried:        {retried.count()} jobs took more than one attempt "
             f"({retried.succeeded().count()} then succeeded, {retried.failed().count()} failed)"

@@ -96,3 +96,17 @@ class TestAdminLog:
         assert not Job.objects.filter(pk=old.pk).exists()
         assert log_of(old) == []
         assert log_of(kept) == ["Retried."]
+
+
+@pytest.mark.django_db
+def test_the_delete_action_logs_each_deleted_job(admin_client):
+    from django.contrib.admin.models import DELETION
+
+    jobs = [make_succeeded(tasks.noop.enqueue()) for _ in range(3)]
+    post_action(admin_client, "delete_selected", jobs, post="yes")
+    assert not Job.objects.exists()
+    entries = LogEntry.objects.filter(action_flag=DELETION)
+    assert sorted(entries.values_list("object_id", flat=True)) == sorted(
+        str(job.pk) for job in jobs
+    )
+    assert {entry.object_repr for entry in entries} == {str(job) for job in jobs}

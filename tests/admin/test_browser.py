@@ -304,3 +304,48 @@ def test_select_all_says_it_acts_on_every_matching_job(browser, live_server, mon
     assert browser.find_element(By.CSS_SELECTOR, ".actions .all").text == (
         "Every job this search and these filters match is selected (3)."
     )
+
+
+def test_the_refresh_keeps_the_keyboard_s_focus_and_an_unchanged_warning(
+    browser, live_server, monkeypatch
+):
+    import datetime
+    import time
+    import uuid
+
+    from django.utils import timezone
+
+    from django_outbox.admin import dashboard
+    from django_outbox.models import WorkerProcess
+    from django_outbox.worker.registration import STALE_MIN_SECONDS
+
+    monkeypatch.setattr(dashboard, "REFRESH_SECONDS", 1)
+    User.objects.create_superuser("operator", password="pw")
+    make_failed(tasks.noop.enqueue())
+    stale = WorkerProcess.objects.create(
+        worker_id="gone",
+        instance=uuid.uuid4(),
+        host="h",
+        pid=1,
+        queues=[],
+        concurrency=1,
+        started_at=timezone.now(),
+        heartbeat_seconds=1.0,
+    )
+    WorkerProcess.objects.filter(pk=stale.pk).update(
+        last_heartbeat_at=timezone.now() - datetime.timedelta(seconds=STALE_MIN_SECONDS + 5)
+    )
+    log_in(browser, live_server, "operator")
+    browser.get(f"{live_server.url}/admin/django_outbox/dashboard/")
+    browser.execute_script("document.querySelector('.outbox-warnings').outboxMark = 1")
+    # Refreshes go on while the focus is elsewhere: the warning is the same element after them.
+    status = browser.find_element(By.ID, "outbox-refresh-status")
+    WebDriverWait(browser, WAIT_SECONDS).until(lambda driver: "Updated at" in status.text)
+    assert browser.execute_script("return document.querySelector('.outbox-warnings').outboxMark")
+    # With the focus on a figure's link, none replaces it.
+    browser.execute_script(
+        "const link = document.querySelector('#outbox-queues td.failed-count a');"
+        "link.outboxMark = 2; link.focus();"
+    )
+    time.sleep(2.5)
+    assert browser.execute_script("return document.activeElement.outboxMark") == 2

@@ -374,8 +374,14 @@ class TestSearch:
         response = admin_client.get(reverse(CHANGELIST), {"q": "noop", "status__exact": "ready"})
         # Had the query run to its end, the list would show (200).
         assert response.status_code == 302
-        assert response["Location"] == f"{reverse(CHANGELIST)}?status__exact=ready"
+        assert response["Location"] == (
+            f"{reverse(CHANGELIST)}?status__exact=ready&stopped_search=noop"
+        )
         page = admin_client.get(response["Location"])
+        # The search is back in its box, not run; the filter kept.
+        assert 'value="noop" id="searchbar"' in page.text
+        assert page.context["cl"].query == ""
+        assert page.context["cl"].get_query_string() == "?status__exact=ready"
         assert sent_messages(page) == [
             (
                 message_levels.ERROR,

@@ -155,3 +155,24 @@ class TestPayloadPermission:
         html = page(client, job)
         for shown in ("Ada Lovelace", "secret frame", "&quot;email&quot;"):
             assert shown in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_s_duration_is_measured_on_the_database_s_clock(monkeypatch):
+    """A worker whose clock is an hour ahead records when its attempt ended by the database's
+    clock, as the claim recorded when it started: the history's "took" is the attempt's."""
+    from django.utils import timezone as django_timezone
+
+    from tests.helpers import run_worker
+
+    real_now = django_timezone.now
+    monkeypatch.setattr(django_timezone, "now", lambda: real_now() + datetime.timedelta(hours=1))
+    job = tasks.always_fails.enqueue()
+    run_worker()
+    monkeypatch.setattr(django_timezone, "now", real_now)
+    job.refresh_from_db()
+    entry = job.errors[0]
+    took = datetime.datetime.fromisoformat(entry["at"]) - datetime.datetime.fromisoformat(
+        entry["started_at"]
+    )
+    assert datetime.timedelta(0) <= took < datetime.timedelta(seconds=30), entry

@@ -2,6 +2,7 @@
 along indexes, and what the admin refuses (adding, saving, deleting running jobs)."""
 
 import json
+from urllib.parse import parse_qs
 
 import pytest
 from django.contrib.messages import constants as message_levels
@@ -11,7 +12,7 @@ from django.urls import reverse
 
 from django_outbox.admin.filters import queue_choices, task_choices
 from django_outbox.admin.job_admin import JobAdmin
-from django_outbox.admin.paging import JobPaginator, estimated_rows
+from django_outbox.admin.paging import Cursor, JobPaginator, Ordering, estimated_rows
 from django_outbox.models import Job, JobStatus
 from django_outbox.tasks.registry import registered_names
 from tests.admin.helpers import (
@@ -357,3 +358,87 @@ class TestRefusals:
         url = reverse("admin:django_outbox_job_delete", args=[done.pk])
         admin_client.post(url, {"post": "yes"})
         assert not Job.objects.filter(pk=done.pk).exists()
+
+
+def load_finished_jobs(count):
+    """``count`` finished jobs on PostgreSQL, one a second back from now: every tenth failed
+    (of two tasks, in two queues), the others succeeded."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {Job._meta.db_table}
+              (task_name, queue, payload, status, priority, attempts, max_attempts, worker_id,
+               last_error, last_traceback, errors, run_at, enqueued_at, finished_at)
+            SELECT
+              CASE WHEN g %% 20 = 0 THEN 'tests.testapp.tasks.always_fails'
+                   ELSE 'tests.testapp.tasks.noop' END,
+              CASE WHEN g %% 30 = 0 THEN 'emails' ELSE 'default' END,
+              '{{}}'::jsonb,
+              CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END,
+              0, 1, 1, '', CASE WHEN g %% 10 = 0 THEN 'boom' ELSE '' END, '', '[]'::jsonb,
+              now() - g * interval '1 second', now() - g * interval '1 second',
+              now() - g * interval '1 second'
+            FROM generate_series(1, %s) AS g
+            """,
+            [count],
+        )
+        cursor.execute(f"ANALYZE {Job._meta.db_table}")
+
+
+def plan_nodes(queryset):
+    """The plan's nodes (type and index) as PostgreSQL would run ``queryset``, seq scans
+    allowed: the table is large enough for the planner to choose."""
+    text = queryset.explain(format="json")
+
+    def walk(node):
+        yield node["Node Type"], node.get("Index Name")
+        for child in node.get("Plans", []):
+            yield from walk(child)
+
+    return list(walk(json.loads(text)[0]["Plan"]))
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db
+class TestPlansAtScale:
+    """With 60,000 finished jobs, each list an operator starts from reads one index in the list's
+    order: no scan of the table, no sort of its rows; so too the pages by key after it."""
+
+    @pytest.mark.parametrize(
+        ("params", "index"),
+        [
+            ({"status__exact": "failed"}, "outbox_job_finished"),
+            ({"status__exact": "failed", "o": "7"}, "outbox_job_finished"),
+            ({"status__exact": "succeeded", "o": "-7"}, "outbox_job_finished"),
+            (
+                {"status__exact": "failed", "task_name": "tests.testapp.tasks.always_fails"},
+                "outbox_job_failed_task",
+            ),
+            ({"status__exact": "failed", "queue": "emails"}, "outbox_job_failed_queue"),
+            ({}, "django_outbox_job_pkey"),
+        ],
+    )
+    def test_each_list_and_its_next_page_by_key_read_one_index_in_order(
+        self, admin_client, monkeypatch, params, index
+    ):
+        # Past the count: pages by key (the count's own plan is TestIndexes').
+        monkeypatch.setattr(JobPaginator, "count_limit", 100)
+        load_finished_jobs(60_000)
+        cl = changelist(admin_client, params)
+        assert cl.by_key
+        [after] = parse_qs(cl.next_page_query.lstrip("?"))["after"]
+        ordering = Ordering.of(cl.queryset)
+        assert ordering is not None
+        first = cl.queryset
+        cursor = Cursor.decode(after)
+        assert cursor is not None
+        following = cl.queryset.filter(ordering.after(cursor))
+        for queryset in (first, following):
+            nodes = plan_nodes(queryset[: JobAdmin.list_per_page + 1])
+            kinds = [kind for kind, _ in nodes]
+            assert "Seq Scan" not in kinds, nodes
+            assert "Sort" not in kinds, nodes
+            assert index in [name for _, name in nodes], nodes
+        # The page after really follows the first.
+        response = admin_client.get(reverse(CHANGELIST) + cl.next_page_query)
+        assert response.context["cl"].result_list[0].pk not in {job.pk for job in cl.result_list}

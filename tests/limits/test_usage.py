@@ -55,3 +55,22 @@ def test_outbox_stats_shows_the_limits():
         use for use in json.loads(out.getvalue())["limits"] if use["name"] == tasks.capped.name
     ]
     assert capped["running"] == 3
+
+
+def test_the_dashboard_shows_each_limit_escaped():
+    from django.contrib.auth.models import Permission, User
+    from django.test import Client
+    from django.urls import reverse
+
+    tasks.capped.enqueue_many([{}] * 4)
+    tasks.throttled_by_service.enqueue({}, limit_key="<b>acct</b>")
+    claim_limited("default", "w", None, 10, 30)
+    user = User.objects.create_user("staff", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("admin:django_outbox_dashboard_changelist")).content.decode()
+    assert "Concurrency caps and rate limits" in page
+    assert "3 / 3" in page
+    assert "&lt;b&gt;acct&lt;/b&gt;" in page
+    assert "<b>acct</b>" not in page

@@ -3,6 +3,9 @@
 import time
 
 import pytest
+from django.conf import settings
+from django.db.models import F
+from django.test import override_settings
 
 from django_outbox.limits.claims import claim_limited
 from django_outbox.models import Job, JobStatus, LimitState
@@ -69,13 +72,24 @@ def test_rate_limited_per_task_pauses_every_key():
 
 
 def test_a_pause_ends_and_the_jobs_run():
-    tasks.throttled_by_service.enqueue({"limited": True, "after": 0.2}, limit_key="a")
+    tasks.throttled_by_service.enqueue({"limited": True, "after": 60}, limit_key="a")
     waiting = tasks.throttled_by_service.enqueue({"n": 1}, limit_key="a")
     run_worker(concurrency=1)
     assert Job.objects.get(pk=waiting.pk).status == JobStatus.READY
-    time.sleep(0.3)
+    # The minute has passed.
+    LimitState.objects.filter(key="a").update(paused_until=F("paused_until") - 61)
     run_worker(concurrency=1, max_jobs=1)
     assert Job.objects.get(pk=waiting.pk).status == JobStatus.SUCCEEDED
+
+
+def test_a_burst_worker_waits_out_a_pause_shorter_than_a_poll():
+    tasks.throttled_by_service.enqueue({"limited": True, "after": 0.3}, limit_key="a")
+    waiting = tasks.throttled_by_service.enqueue({"n": 1}, limit_key="a")
+    started = time.monotonic()
+    with override_settings(OUTBOX={**settings.OUTBOX, "POLL_SECONDS": 1.0}):
+        run_worker(concurrency=1)
+    assert Job.objects.get(pk=waiting.pk).status == JobStatus.SUCCEEDED
+    assert time.monotonic() - started >= 0.3
 
 
 def test_a_bad_retry_after_fails_the_attempt_with_the_reason():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -180,3 +181,37 @@ def test_an_adapter_that_does_not_keep_key_order_gets_one_message_per_key_per_ca
         close_brokers()
     assert OneAtATime.calls == [["a", "b", None], ["a", "b"], ["a", "b"]]
     assert [p["n"] for p in sent_payloads() if p != {"n": 9}] == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.postgresql
+def test_during_a_broker_outage_the_relay_holds_no_transaction_open():
+    """A relay that keeps failing to reach its broker stays out of transactions: vacuum and
+    other relays are not held up, however long the outage lasts."""
+    from django.db import connections
+
+    publish_many("orders", [{"n": n} for n in range(20)], key="k")
+    memory.set_available("default", False)
+    relay = Relay(poll_seconds=0.02)
+    thread = threading.Thread(target=relay.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 2
+        with connections["default"].cursor() as cursor:
+            while time.monotonic() < deadline:
+                cursor.execute(
+                    "SELECT state, now() - xact_start FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND application_name NOT LIKE 'pg_%%' AND backend_type = 'client backend'"
+                )
+                for state, age in cursor.fetchall():
+                    if state == "idle in transaction":
+                        assert age.total_seconds() < 1, age
+                time.sleep(0.01)
+        # It did claim and hand back the batch, more than once, during the outage.
+        assert relay.stats.released >= 20
+    finally:
+        relay.request_stop()
+        thread.join(10)
+        memory.set_available("default", True)
+    rows = list(Message.objects.values_list("attempts", "lease_token"))
+    assert rows == [(0, None)] * 20

@@ -187,16 +187,16 @@ INVALID = [
     pytest.param(
         {"QUEUES": {"emails": {"PRIORITY": 2**31}}}, "django_outbox.E008", id="E008-priority-range"
     ),
-    # E040: a queue's concurrency caps and rate limits.
-    pytest.param({"QUEUES": {"crm": {"CONCURRENCY": 0}}}, "django_outbox.E040", id="E040-cap-zero"),
+    # E070: a queue's concurrency caps and rate limits.
+    pytest.param({"QUEUES": {"crm": {"CONCURRENCY": 0}}}, "django_outbox.E070", id="E070-cap-zero"),
     pytest.param(
-        {"QUEUES": {"crm": {"CONCURRENCY_PER_KEY": "5"}}}, "django_outbox.E040", id="E040-cap-text"
+        {"QUEUES": {"crm": {"CONCURRENCY_PER_KEY": "5"}}}, "django_outbox.E070", id="E070-cap-text"
     ),
     pytest.param(
-        {"QUEUES": {"mail": {"RATE_LIMIT": "10 per second"}}}, "django_outbox.E040", id="E040-rate"
+        {"QUEUES": {"mail": {"RATE_LIMIT": "10 per second"}}}, "django_outbox.E070", id="E070-rate"
     ),
     pytest.param(
-        {"QUEUES": {"mail": {"RATE_LIMIT_PER_KEY": 10}}}, "django_outbox.E040", id="E040-rate-int"
+        {"QUEUES": {"mail": {"RATE_LIMIT_PER_KEY": 10}}}, "django_outbox.E070", id="E070-rate-int"
     ),
     # E009: DEFAULT_QUEUE.
     pytest.param({"DEFAULT_QUEUE": ""}, "django_outbox.E009", id="E009-empty"),

@@ -388,9 +388,16 @@ FOR UPDATE SKIP LOCKED
         paused_retries: Sequence[str],
         held_back: HeldBack,
         limit: int,
+        excluded_queues: Sequence[str] = (),
     ) -> list[LimitedCandidate]:
         sql, params = limited_candidates_sql(
-            self.placeholder, self.due_by, queues, paused_retries, held_back, limit
+            self.placeholder,
+            self.due_by,
+            queues,
+            paused_retries,
+            held_back,
+            limit,
+            excluded_queues,
         )
         # Along the limited lane's indexes (migration 0016): the lane stands for the partial
         # indexes' condition, and the index is named as the claims' are.

@@ -105,9 +105,13 @@ def claim_sql(queue_filter: str, kind: ClaimKind) -> str:
     return CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
 
 
-#: The limited claim's last step: the jobs it chose, by id, if still runnable.
-CLAIM_CHOSEN_SQL = CLAIM_SQL.format(
-    queue_filter="", pick="\n      AND id = ANY(%(ids)s)", order=CLAIM_ORDER
+#: The limited claim's last step: the jobs it chose, by id, if still runnable. Its transaction
+#: may have waited for the limits' locks: the lease and the start count from this statement,
+#: not from the transaction's start (now()).
+CLAIM_CHOSEN_SQL = (
+    CLAIM_SQL.format(queue_filter="", pick="\n      AND id = ANY(%(ids)s)", order=CLAIM_ORDER)
+    .replace("lease_expires_at = now()", "lease_expires_at = statement_timestamp()")
+    .replace("started_at = now()", "started_at = statement_timestamp()")
 )
 
 
@@ -315,6 +319,9 @@ class PostgreSQLQueries(DatabaseQueries):
             if not self.runs_on_django_cursor(connection):
                 # Only prepared statements keep a plan; unprepared ones are planned each run.
                 self.execute(connection, "SET enable_seqscan TO off", ())
+                # A query with no index to use (the limits' small table) then costs as much
+                # as a "disabled" scan, above jit_above_cost: compiling it took 250 ms.
+                self.execute(connection, "SET jit TO off", ())
             _bookkeeping_connections.add(driver_connection)
 
     def claim(
@@ -389,9 +396,12 @@ class PostgreSQLQueries(DatabaseQueries):
         paused_retries: Sequence[str],
         held_back: HeldBack,
         limit: int,
+        excluded_queues: Sequence[str] = (),
     ) -> list[LimitedCandidate]:
         self._set_up_for_bookkeeping(connection)
-        return limited_candidates(self, connection, queues, paused_retries, held_back, limit)
+        return limited_candidates(
+            self, connection, queues, paused_retries, held_back, limit, excluded_queues
+        )
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
         # The statement's time, not now(): inside a transaction that is when it began.

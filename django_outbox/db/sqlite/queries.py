@@ -105,6 +105,7 @@ _wal_databases: set[str] = set()
 
 class SQLiteQueries(DatabaseQueries):
     vendor: ClassVar[str] = "sqlite"
+    one_writer: ClassVar[bool] = True
     placeholder: ClassVar[str] = "?"
     due_by: ClassVar[str] = DUE_BY
 
@@ -184,8 +185,11 @@ class SQLiteQueries(DatabaseQueries):
         paused_retries: Sequence[str],
         held_back: HeldBack,
         limit: int,
+        excluded_queues: Sequence[str] = (),
     ) -> list[LimitedCandidate]:
-        return limited_candidates(self, connection, queues, paused_retries, held_back, limit)
+        return limited_candidates(
+            self, connection, queues, paused_retries, held_back, limit, excluded_queues
+        )
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
         # julianday() has millisecond precision, as SQLite's clock.

@@ -15,6 +15,7 @@ connecting and for each confirm, default 10).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,15 +73,30 @@ class RabbitMQ(Broker):
         return self._channel
 
     def publish(self, messages: Sequence[Envelope]) -> list[Outcome]:
+        import pika.exceptions as errors
+
+        if self._connection is not None:
+            try:
+                # Answers the broker's heartbeats: an idle relay's connection may have been
+                # closed by the broker meanwhile, which this finds out before sending.
+                self._connection.process_data_events(0)
+            except (errors.AMQPError, OSError):
+                self.close()
+        return self._publish(messages)
+
+    def _publish(self, messages: Sequence[Envelope]) -> list[Outcome]:
         import pika
         import pika.exceptions as errors
 
         outcomes: list[Outcome] = []
         stops = KeyStops()
+        # One confirm at a time: a slow broker could keep a large batch going past the relay's
+        # lease, and another relay would send it too. What is left then goes back, unsent.
+        give_up_at = time.monotonic() + self.timeout
         try:
             channel = self._open_channel()
             for message in messages:
-                if stops.stopped(message):
+                if stops.stopped(message) or time.monotonic() > give_up_at:
                     outcomes.append(NOT_SENT)
                     continue
                 headers: dict[str, Any] = dict(message.headers)

@@ -1,6 +1,9 @@
 // The dashboard's live refresh: fetch the figures (the live view's HTML, rendered and escaped by
 // the server) every few seconds and put them in place; no page reload, no build step. Paused
-// while the tab is hidden, and by the button; a failed fetch leaves the last figures and says so.
+// while the tab is hidden, while the keyboard's focus is among the figures (a refresh would take
+// it away), and by the button; a failed fetch leaves the last figures and says so. The warning
+// about workers is kept as it is while it names the same workers, so that a screen reader
+// announces it when it changes, not at every refresh.
 "use strict";
 (function () {
   const region = document.getElementById("outbox-live");
@@ -20,7 +23,7 @@
   }
 
   function refresh() {
-    if (paused || inFlight || document.hidden) {
+    if (paused || inFlight || document.hidden || region.contains(document.activeElement)) {
       return;
     }
     inFlight = true;
@@ -32,7 +35,14 @@
         return response.text();
       })
       .then(function (html) {
-        region.innerHTML = html;
+        const next = document.createElement("div");
+        next.innerHTML = html;
+        const shown = region.querySelector(".outbox-warnings");
+        const fetched = next.querySelector(".outbox-warnings");
+        if (shown && fetched && shown.dataset.workers === fetched.dataset.workers) {
+          fetched.replaceWith(shown);
+        }
+        region.replaceChildren(...next.childNodes);
         status.textContent = region.dataset.textUpdated + " " + asOf() + " UTC.";
       })
       .catch(function () {

@@ -1,0 +1,73 @@
+"""The relay's claim as SQL both databases share, and the interface each implements.
+
+``messages`` dispatches to ``postgresql.messages`` or ``sqlite.messages``; each builds its
+statements from ``candidates_sql`` in its own dialect.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..models import Message, MessageStatus
+
+TABLE = Message._meta.db_table
+
+_CANDIDATES = """
+    SELECT id FROM {table} AS m
+    WHERE status = '{pending}' AND broker {in_brokers}
+      AND (lease_expires_at IS NULL OR lease_expires_at < {now})
+      AND (available_at IS NULL OR available_at <= {now})
+      AND (m.key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {table} AS earlier
+          WHERE earlier.broker = m.broker AND earlier.topic = m.topic AND earlier.key = m.key
+            AND earlier.id < m.id
+            -- The condition of the key_holds index, as it is written there: the check reads
+            -- that index (SQLite matches a partial index's condition term by term).
+            AND earlier.key IS NOT NULL
+            AND (earlier.lease_token IS NOT NULL OR earlier.status = '{blocked}'
+                 OR earlier.available_at IS NOT NULL)
+            AND (earlier.status = '{blocked}'
+                 OR earlier.lease_expires_at >= {now}
+                 OR earlier.available_at > {now})))
+    ORDER BY id
+    LIMIT {limit}
+"""
+
+# Django stores SQLite datetimes as UTC text in this shape; ids and tokens as 32 hex digits.
+SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+
+
+def candidates_sql(*, in_brokers: str, now: str, limit: str) -> str:
+    """The claim's pick, in a database's dialect: how it tests a broker list, reads its clock
+    and binds the limit."""
+    return _CANDIDATES.format(
+        table=TABLE,
+        pending=MessageStatus.PENDING,
+        blocked=MessageStatus.BLOCKED,
+        in_brokers=in_brokers,
+        now=now,
+        limit=limit,
+    )
+
+
+class MessageQueries:
+    """The relay's claim for one database (``postgresql.messages``, ``sqlite.messages``)."""
+
+    def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
+        """Whether a claim would find a message now: one read, no lock, for idle relays."""
+        raise NotImplementedError
+
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        brokers: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        token: uuid.UUID,
+    ) -> list[Sequence[Any]]:
+        """Lease up to ``limit`` messages to ``token``; return their rows (any order)."""
+        raise NotImplementedError

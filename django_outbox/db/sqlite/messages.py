@@ -1,0 +1,46 @@
+"""The relay's claim on SQLite: one UPDATE, which holds the only write lock for its run."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import queries_for
+from ..message_sql import SQLITE_NOW, TABLE, MessageQueries, candidates_sql
+
+
+def _pick(brokers: int) -> str:
+    marks = ", ".join("?" for _ in range(brokers))
+    return candidates_sql(in_brokers=f"IN ({marks})", now=SQLITE_NOW, limit="?")
+
+
+CLAIM_SQL = f"""
+UPDATE {TABLE}
+SET lease_token = ?, lease_expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?),
+    available_at = NULL
+WHERE id IN ({{pick}})
+RETURNING id, topic, key, type, headers, payload, broker, attempts
+"""
+
+
+class SQLiteMessageQueries(MessageQueries):
+    def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
+        sql = f"SELECT EXISTS ({_pick(len(brokers))})"
+        _, rows = queries_for(connection).execute(connection, sql, [*brokers, 1])
+        return bool(rows[0][0])
+
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        brokers: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        token: uuid.UUID,
+    ) -> list[Sequence[Any]]:
+        params: list[Any] = [token.hex, f"+{lease_seconds:.3f} seconds", *brokers, limit]
+        sql = CLAIM_SQL.format(pick=_pick(len(brokers)))
+        _, rows = queries_for(connection).execute(connection, sql, params)
+        return rows
