@@ -123,7 +123,7 @@ def assert_untouched_by_the_old_owner(job_id, new_owner):
     )
 
 
-@pytest.mark.postgresql
+@pytest.mark.row_locks
 def test_a_handler_whose_lease_is_taken_away_has_its_writes_rolled_back(held_handler):
     # PostgreSQL only: on SQLite the running atomic handler holds the database's only write
     # lock, so nobody can take the job over mid-run (the next test covers fencing there).
