@@ -276,11 +276,12 @@ def test_a_worker_takes_back_a_job_whose_outcome_it_failed_to_record(settings, m
     from django.db import OperationalError
 
     from django_outbox.worker import loop as loop_module
+    from django_outbox.worker.runner import run_job
 
     settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 1, "HEARTBEAT_SECONDS": 0.2}
     job = tasks.noop.enqueue({})
-    real_run_job = loop_module.run_job
-    failures = []
+    real_run_job = run_job
+    failures: list[int] = []
 
     def fails_once(claimed, **kwargs):
         if not failures:
