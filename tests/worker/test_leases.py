@@ -123,7 +123,7 @@ def assert_untouched_by_the_old_owner(job_id, new_owner):
     )
 
 
-@pytest.mark.postgresql
+@pytest.mark.row_locks
 def test_a_handler_whose_lease_is_taken_away_has_its_writes_rolled_back(held_handler):
     # PostgreSQL only: on SQLite the running atomic handler holds the database's only write
     # lock, so nobody can take the job over mid-run (the next test covers fencing there).
@@ -276,11 +276,12 @@ def test_a_worker_takes_back_a_job_whose_outcome_it_failed_to_record(settings, m
     from django.db import OperationalError
 
     from django_outbox.worker import loop as loop_module
+    from django_outbox.worker.runner import run_job
 
     settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 1, "HEARTBEAT_SECONDS": 0.2}
     job = tasks.noop.enqueue({})
-    real_run_job = loop_module.run_job
-    failures = []
+    real_run_job = run_job
+    failures: list[int] = []
 
     def fails_once(claimed, **kwargs):
         if not failures:
