@@ -71,9 +71,16 @@ class PayloadField(models.JSONField):
         return name, "django.db.models.JSONField", args, kwargs
 
 
-#: Django's warnings about the job table's indexes on databases without partial indexes or
-#: indexes on expressions, whose composite indexes migration 0015 builds.
+#: Django's warnings that MariaDB and MySQL build no partial index (W037) and MariaDB no index
+#: on expressions (W043): migrations 0015 to 0017 build composite indexes in their place there
+#: (for the job, message and inbox tables), so the warnings would only alarm.
 INDEXES_BUILT_ELSEWHERE = ("models.W037", "models.W043")
+
+
+def without_index_warnings(messages: list[CheckMessage]) -> list[CheckMessage]:
+    """A model's check messages but ``INDEXES_BUILT_ELSEWHERE``."""
+    return [message for message in messages if message.id not in INDEXES_BUILT_ELSEWHERE]
+
 
 MILLISECOND = models.Value(datetime.timedelta(milliseconds=1))
 
@@ -374,14 +381,7 @@ class Job(models.Model):
 
     @classmethod
     def check(cls, **kwargs: Any) -> list[CheckMessage]:
-        # Django warns that MariaDB and MySQL build no partial index (W037) and MariaDB no
-        # index on expressions (W043): migration 0015 builds composite indexes in their place
-        # there, so the warnings would only alarm.
-        return [
-            message
-            for message in super().check(**kwargs)
-            if message.id not in INDEXES_BUILT_ELSEWHERE
-        ]
+        return without_index_warnings(super().check(**kwargs))
 
     def decoded_payload(self) -> Any:
         """Return the payload as the task receives it (datetimes, Decimals... restored)."""
@@ -668,6 +668,10 @@ class Message(models.Model):
     def __str__(self) -> str:
         return f"{self.topic} {self.id}"
 
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[CheckMessage]:
+        return without_index_warnings(super().check(**kwargs))
+
 
 class InboxEntry(models.Model):
     """A message a consumer has handled (``receive_once``): its second delivery does nothing.
@@ -693,3 +697,7 @@ class InboxEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.consumer} {self.message_id}"
+
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[CheckMessage]:
+        return without_index_warnings(super().check(**kwargs))

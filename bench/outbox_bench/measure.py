@@ -21,6 +21,7 @@ from django.db import connections, transaction
 from django.db.models import Max, Min
 
 from django_outbox import enqueue_many
+from django_outbox.db import queries_for
 from django_outbox.models import Job, JobQuerySet
 from django_outbox.tasks import Task
 from django_outbox.worker.supervisor import Supervisor, WorkerOptions
@@ -351,6 +352,39 @@ def measure_latency(samples: int, concurrency: int, pause: float = 0.02) -> list
     finally:
         receiver.close()
     return latencies
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """The CPU time (user and system) the processes ``pids`` used so far (Linux)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
+            # After the command's closing parenthesis: state, then fields 4 to 52; utime and
+            # stime are the 14th and 15th.
+            fields = stat.read().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measure_idle(seconds: float, concurrency: int) -> dict[str, float]:
+    """What an idle worker costs: its process's CPU time per second of polling an empty
+    queue (``cpu_ms_per_s``), and one poll's statements as the worker sends them, timed here
+    (``poll_ms``: the claim and the look for waiting fair jobs, median of 200)."""
+    with running_workers(1, concurrency, 0) as workers:
+        pids = list(workers.supervisor.pids)
+        time.sleep(1.0)
+        before, started = _cpu_seconds(pids), time.monotonic()
+        time.sleep(seconds)
+        used, elapsed = _cpu_seconds(pids) - before, time.monotonic() - started
+    connection = connections[using()]
+    queries = queries_for(connection)
+    polls = []
+    for _ in range(200):
+        begun = time.perf_counter()
+        queries.claim(connection, "bench-idle", [QUEUE], 10, 60.0)
+        queries.waiting_kinds(connection, [QUEUE])
+        polls.append((time.perf_counter() - begun) * 1000)
+    return {"cpu_ms_per_s": used * 1000 / elapsed, "poll_ms": statistics.median(polls)}
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -21,7 +21,7 @@ _CANDIDATES = """
     WHERE status = '{pending}' AND broker {in_brokers}
       AND (lease_expires_at IS NULL OR lease_expires_at < {now})
       AND (available_at IS NULL OR available_at <= {now})
-      AND (key IS NULL OR NOT EXISTS (
+      AND (m.key IS NULL OR NOT EXISTS (
           SELECT 1 FROM {table} AS earlier
           WHERE earlier.broker = m.broker AND earlier.topic = m.topic AND earlier.key = m.key
             AND earlier.id < m.id

@@ -12,7 +12,8 @@ two claims running side by side would each see the other's picks as free (the ke
 the claim's snapshot), and could send a key's later message while an earlier one is in
 flight. A claim is a few milliseconds; relays spend their time waiting for brokers, not here.
 SQLite runs the claim as one UPDATE (``sqlite.messages``), which holds the only write lock for
-its run. The SQL both share is in ``message_sql``.
+its run; MariaDB (``mysql.messages``) waits on a row lock, then reads, updates and reads back.
+The SQL they share is in ``message_sql``.
 """
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ _VENDORS: dict[str, MessageQueries] = {}
 
 def _queries(connection: BaseDatabaseWrapper) -> MessageQueries:
     if not _VENDORS:
+        from .mysql.messages import MySQLMessageQueries
         from .postgresql.messages import PostgreSQLMessageQueries
         from .sqlite.messages import SQLiteMessageQueries
 
-        _VENDORS.update(postgresql=PostgreSQLMessageQueries(), sqlite=SQLiteMessageQueries())
+        _VENDORS.update(
+            postgresql=PostgreSQLMessageQueries(),
+            sqlite=SQLiteMessageQueries(),
+            mysql=MySQLMessageQueries(),
+        )
     # queries_for() refuses a database django-outbox does not support, with the reason.
     vendor = queries_for(connection).vendor
     if vendor not in _VENDORS:
         raise NotImplementedError(
-            f"The relay supports PostgreSQL and SQLite; database {connection.alias!r} is "
+            f"The relay supports PostgreSQL, SQLite and MariaDB; database {connection.alias!r} is "
             f"{connection.display_name}. Publish on one of those, or run jobs that publish."
         )
     return _VENDORS[vendor]

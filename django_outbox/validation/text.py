@@ -87,4 +87,12 @@ def worker_id_error(worker_id: object) -> str | None:
         )
     if problem := text_error(worker_id):
         return f"The worker id {brief(worker_id)} {problem}."
+    control = next((index for index, char in enumerate(worker_id) if not char.isprintable()), None)
+    if control is not None:
+        # Every log line of the worker names it: a newline would forge lines.
+        return (
+            f"The worker id {brief(worker_id)} contains a control character "
+            f"({worker_id[control]!r} at index {control}); it is printed in the worker's log "
+            "lines. Use letters, digits and punctuation."
+        )
     return None

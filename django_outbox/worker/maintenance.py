@@ -262,7 +262,10 @@ class Maintenance:
         # the two reads has a fresh lease anyway.
         rescued = retry_while_locked(
             lambda: rescue_expired_leases(
-                self.using, self.history_limit, held_tokens=self.held.tokens()
+                self.using,
+                self.history_limit,
+                held_tokens=self.held.tokens(),
+                abandoned_tokens=self.held.abandoned_tokens(),
             ),
             give_up_after=self.heartbeat_seconds,
             stopping=stopping or self.done.is_set,

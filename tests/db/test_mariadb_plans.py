@@ -108,7 +108,7 @@ def test_each_claim_reads_its_lane_of_the_claim_indexes_in_order(kind, queues, i
     # The line and dependency checks look rows up by key, never scan.
     assert all(rows_read(line) <= 2 for line in ran.splitlines()[1:]), ran
     first = text.splitlines()[0]
-    if connection.mysql_version >= (10, 8):
+    if connection.mysql_version >= (10, 8):  # type: ignore[attr-defined]
         # Read in the claim's order, as many rows as it takes: no sort of every due job.
         assert "filesort" not in first, text
 

@@ -29,6 +29,9 @@ def run_command(*args):
         (["--worker-id", ""], "A worker id must be a non-empty string"),
         (["--worker-id", "   "], "A worker id must be a non-empty string"),
         (["--worker-id", "a\x00b"], "NUL character"),
+        # A newline would forge log lines: every line of the worker names it.
+        (["--worker-id", "w1\nFORGED LOG LINE"], "contains a control character ('\\n' at index 2)"),
+        (["--worker-id", "w1\tx"], "contains a control character"),
         (["--queue", ""], "A queue name must be a non-empty string"),
         (["--queue", "q" * 101], "longer than 100 characters"),
         (["--exclude-queue", ""], "A queue name must be a non-empty string"),

@@ -38,8 +38,9 @@ def test_undecodable_payloads_fail_their_own_job_at_once_and_the_worker_goes_on(
     poison = [tasks.noop.enqueue({}).pk for _ in BAD_TAGS]
     for job_id, payload in zip(poison, BAD_TAGS, strict=True):
         Job.objects.filter(pk=job_id).update(payload=payload)
-    # SQLite's JSON functions refuse more than 1,000 levels; PostgreSQL takes 5,000.
-    levels = 5000 if connection.vendor == "postgresql" else 900
+    # SQLite's JSON functions refuse more than 1,000 levels; PostgreSQL takes 5,000, and so
+    # does MariaDB (its payload column has no JSON check: migration 0015).
+    levels = 900 if connection.vendor == "sqlite" else 5000
     poison.append(insert_raw_payload(deeply_nested(levels)))
     healthy = [job.pk for job in tasks.noop.enqueue_many([{"n": n} for n in range(20)])]
 
@@ -74,7 +75,9 @@ def test_a_claimable_row_with_used_up_attempts_does_not_stop_the_queue(workers):
     assert "attempts_within_max" not in worker.stderr
 
 
-@pytest.mark.postgresql
+@pytest.mark.skipif(
+    connection.vendor == "sqlite", reason="SQLite's JSON check refuses more than 1,000 levels"
+)
 def test_a_row_whose_payload_cannot_be_parsed_still_loads_and_shows_in_the_admin(admin_client):
     """JSONField lets RecursionError through: one such row made the ORM, and so the admin's
     job page, fail (a 500). (SQLite's JSON check refuses more than 1,000 levels, which

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
+import weakref
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,11 +34,18 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ...claimed import ClaimedJob
-from ...models import Job, JobDependency, JobStatus
-from ..base import ClaimKind, DatabaseQueries, HeldBack, InsertedJobs, LimitedCandidate, Result
+from ...models import CLAIMABLE, Job, JobDependency, JobStatus
+from ..base import (
+    ClaimKind,
+    DatabaseQueries,
+    HeldBack,
+    InsertedJobs,
+    LimitedCandidate,
+    Result,
+)
 from ..fair_rounds import rounds_params, served_round
-from ..limited import limited_candidates
-from ..rows import CLAIMS, DEPENDENCY_CONDITION
+from ..limited import limited_candidates_sql
+from ..rows import CLAIM_ORDER, CLAIMS, DEPENDENCY_CONDITION
 
 TABLE = Job._meta.db_table
 #: The database's clock, in UTC as Django stores datetimes here.
@@ -45,9 +53,10 @@ NOW = "UTC_TIMESTAMP(6)"
 #: The oldest servers supported: FOR UPDATE SKIP LOCKED came with MariaDB 10.6 and MySQL 8.0.
 MARIADB_OLDEST = (10, 6)
 MYSQL_OLDEST = (8, 0)
-#: The generated column's lanes (migration 0015).
+#: The generated column's lanes (migrations 0015 and 0016).
 PLAIN_LANE = 1
 FAIR_LANE = 2
+LIMITED_LANE = 3
 #: The rows enqueuers lock to wait for each other (migration 0015), keys hashed into them.
 ENQUEUE_LOCK_TABLE = "django_outbox_enqueue_lock"
 ENQUEUE_LOCK_SLOTS = 4096
@@ -86,28 +95,13 @@ SET max_attempts = GREATEST(max_attempts, attempts + 1),
 WHERE id IN ({{ids}})
 """
 
-# The limited claim's last step: the jobs it chose, by id, if still runnable (in either lane:
-# a limited job is in the lanes as any other, and the other claims pass over it).
-CHOSEN_PICK_SQL = f"""
-SELECT {PICKED_COLUMNS}
-FROM {TABLE} AS candidate
-WHERE id IN ({{ids}}) AND claim_lane IS NOT NULL AND run_at <= {NOW}
-FOR UPDATE SKIP LOCKED
-"""
-
-# Whether limited jobs are due.
-LIMITED_WAITING_SQL = f"""
+# Whether jobs of a lane (fair, limited) are due: every other claim is full here.
+LANE_WAITING_SQL = f"""
 SELECT 1 FROM {TABLE}
-WHERE claim_lane IS NOT NULL AND run_at <= {NOW} AND limit_key IS NOT NULL {{queue_filter}}
+WHERE claim_lane = {{lane}} AND run_at <= {NOW} {{queue_filter}}
 LIMIT 1
 """
-
-# Whether fair jobs are due (every other claim is full here).
-FAIR_WAITING_SQL = f"""
-SELECT 1 FROM {TABLE}
-WHERE claim_lane = {FAIR_LANE} AND run_at <= {NOW} {{queue_filter}}
-LIMIT 1
-"""
+FAIR_WAITING_SQL = LANE_WAITING_SQL.replace("{lane}", str(FAIR_LANE))
 
 SUCCEEDED_SET = f"""
 SET status = '{JobStatus.SUCCEEDED}', finished_at = {NOW}, lease_token = NULL,
@@ -121,8 +115,6 @@ WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
 """
 
 # A batch: the rows whose lease still holds are read (locked) first, for want of RETURNING.
-# Rows another transaction has locked are passed over (the completer tries them again later),
-# and so are those cancel() asked to stop, which end cancelled.
 HELD_LEASES_SQL = f"""
 SELECT id, lease_token FROM {TABLE}
 WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}' AND NOT cancel_requested
@@ -156,6 +148,21 @@ SELECT
     (SELECT MAX(fair_round) FROM {TABLE}
      WHERE claim_lane = {FAIR_LANE} AND queue = %s AND fair_key = %s) AS key_last
 """
+
+
+#: What the limited candidates' SQL (``limited.limited_candidates_sql``) says, which the
+#: limited lane and its index replace here.
+LIMITED_CANDIDATES_FROM = f"FROM {TABLE} AS candidate"
+CLAIMABLE_CONDITION = "status IN ({})".format(", ".join(f"'{status}'" for status in CLAIMABLE))
+
+
+def limited_hint(queues: Sequence[str] | None) -> str:
+    """The limited claim's index: of its one queue, or of every queue."""
+    if not queues:
+        return "FORCE INDEX (outbox_job_limited_any)"
+    if len(queues) == 1:
+        return "FORCE INDEX (outbox_job_limited_queue)"
+    return ""
 
 
 def claim_index_hint(kind: ClaimKind, queues: int) -> str:
@@ -199,6 +206,10 @@ def with_lookup_hints(pick: str) -> str:
     for table, hint in LOOKUP_HINTS.items():
         pick = pick.replace(table, f"{table} {hint}")
     return pick
+
+
+# The worker's own connections whose lock waits are bounded, and the bound (seconds).
+_bounded_connections: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def enqueue_lock_slot(key: str) -> int:
@@ -250,6 +261,28 @@ class MySQLQueries(DatabaseQueries):
         earlier versions and MySQL a CHAR(32) of hex digits."""
         return str(token) if connection.features.has_native_uuid_field else token.hex
 
+    def _queue_filter(
+        self,
+        queues: Sequence[str],
+        excluded_queues: Sequence[str] = (),
+        paused_retries: Sequence[str] = (),
+    ) -> tuple[str, list[Any]]:
+        """The claims' conditions on the queue, and their parameters in order."""
+        conditions, params = "", []
+        if queues:
+            conditions += f" AND queue IN ({', '.join(['%s'] * len(queues))})"
+            params += list(queues)
+        if excluded_queues:
+            conditions += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded_queues))})"
+            params += list(excluded_queues)
+        if paused_retries:
+            conditions += (
+                f" AND NOT (status = '{JobStatus.RETRYING}' "
+                f"AND queue IN ({', '.join(['%s'] * len(paused_retries))}))"
+            )
+            params += list(paused_retries)
+        return conditions, params
+
     def claim(
         self,
         connection: BaseDatabaseWrapper,
@@ -264,26 +297,16 @@ class MySQLQueries(DatabaseQueries):
         # Never plain: the full claim's conditions cost nothing for a job without a lock key
         # or dependencies, and a plain claim would need an index of its own.
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
-        pick = with_lookup_hints(pick)
-        lane = FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE
-        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
         queues = list(queues or ())
-        paused = list(paused_retries)
-        if paused:
-            queue_filter += (
-                f" AND NOT (status = '{JobStatus.RETRYING}' "
-                f"AND queue IN ({', '.join(['%s'] * len(paused))}))"
-            )
+        queue_filter, params = self._queue_filter(queues, excluded_queues, paused_retries)
         sql = PICK_SQL.format(
-            lane=lane,
+            lane=FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE,
             queue_filter=queue_filter,
-            pick=pick,
+            pick=with_lookup_hints(pick),
             order=order,
             index_hint=claim_index_hint(kind, len(queues)),
         )
-        return self._claim_picked(
-            connection, worker_id, sql, [*queue_params, *paused, limit], lease_seconds
-        )
+        return self._claim_picked(connection, sql, [*params, limit], worker_id, lease_seconds)
 
     def claim_chosen(
         self,
@@ -292,37 +315,30 @@ class MySQLQueries(DatabaseQueries):
         ids: Sequence[int],
         lease_seconds: float,
     ) -> list[ClaimedJob]:
-        sql = CHOSEN_PICK_SQL.format(ids=", ".join(["%s"] * len(ids)))
-        return self._claim_picked(connection, worker_id, sql, list(ids), lease_seconds)
-
-    def limited_candidates(
-        self,
-        connection: BaseDatabaseWrapper,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
-        held_back: HeldBack,
-        limit: int,
-        excluded_queues: Sequence[str] = (),
-    ) -> list[LimitedCandidate]:
-        return limited_candidates(
-            self, connection, queues, paused_retries, held_back, limit, excluded_queues
-        )
-
-    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
-        _, rows = self.execute(connection, "SELECT UNIX_TIMESTAMP(NOW(6))", ())
-        return float(rows[0][0])
+        if not ids:
+            return []
+        # By primary key, if still runnable; rows another worker holds are skipped.
+        sql = f"""
+SELECT {PICKED_COLUMNS} FROM {TABLE}
+WHERE id IN ({", ".join(str(int(job_id)) for job_id in ids)})
+  AND claim_lane = {LIMITED_LANE} AND run_at <= {NOW}
+ORDER BY {CLAIM_ORDER}
+FOR UPDATE SKIP LOCKED
+"""
+        return self._claim_picked(connection, sql, (), worker_id, lease_seconds)
 
     def _claim_picked(
         self,
         connection: BaseDatabaseWrapper,
+        pick_sql: str,
+        params: Any,
         worker_id: str,
-        sql: str,
-        params: list[Any],
         lease_seconds: float,
     ) -> list[ClaimedJob]:
-        """Claim the rows ``sql`` picks (and locks): a new lease each, in one UPDATE."""
+        """Lock the rows ``pick_sql`` reads (``PICKED_COLUMNS``), claim them by primary key,
+        commit; return the jobs."""
         with self._short_transaction(connection):
-            _, rows = self.execute(connection, sql, params)
+            _, rows = self.execute(connection, pick_sql, params)
             if not rows:
                 return []
             tokens = {row[0]: uuid.uuid4() for row in rows}
@@ -365,24 +381,52 @@ class MySQLQueries(DatabaseQueries):
         jobs.sort(key=lambda job: (-job.priority, job.id))
         return jobs
 
+    def limited_candidates(
+        self,
+        connection: BaseDatabaseWrapper,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        excluded_queues: Sequence[str] = (),
+    ) -> list[LimitedCandidate]:
+        sql, params = limited_candidates_sql(
+            self.placeholder,
+            self.due_by,
+            queues,
+            paused_retries,
+            held_back,
+            limit,
+            excluded_queues,
+        )
+        # Along the limited lane's indexes (migration 0016): the lane stands for the partial
+        # indexes' condition, and the index is named as the claims' are.
+        sql = sql.replace(
+            LIMITED_CANDIDATES_FROM, f"{LIMITED_CANDIDATES_FROM} {limited_hint(queues)}"
+        )
+        sql = sql.replace(CLAIMABLE_CONDITION, f"claim_lane = {LIMITED_LANE}")
+        _, rows = self.execute(connection, with_lookup_hints(sql), params)
+        return [LimitedCandidate(*row) for row in rows]
+
+    def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
+        # UNIX_TIMESTAMP() reads NOW() in the session's time zone: the epoch, whatever it is.
+        _, rows = self.execute(connection, "SELECT UNIX_TIMESTAMP(NOW(6))", ())
+        return float(rows[0][0])
+
     def waiting_kinds(
         self,
         connection: BaseDatabaseWrapper,
         queues: Sequence[str] | None,
         excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
-        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
+        # Every claim of jobs that are neither fair nor limited is full here.
+        queue_filter, params = self._queue_filter(list(queues or ()), excluded_queues)
         waiting = set()
-        _, rows = self.execute(
-            connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queue_params
-        )
-        if rows:
-            waiting.add(ClaimKind.FAIR)
-        _, rows = self.execute(
-            connection, LIMITED_WAITING_SQL.format(queue_filter=queue_filter), queue_params
-        )
-        if rows:
-            waiting.add(ClaimKind.LIMITED)
+        for lane, kind in ((FAIR_LANE, ClaimKind.FAIR), (LIMITED_LANE, ClaimKind.LIMITED)):
+            sql = LANE_WAITING_SQL.format(lane=lane, queue_filter=queue_filter)
+            _, rows = self.execute(connection, sql, params)
+            if rows:
+                waiting.add(kind)
         return waiting
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
@@ -399,6 +443,8 @@ class MySQLQueries(DatabaseQueries):
         tokens = {job.id: job.lease_token for job in jobs}
         ids = ", ".join(str(int(job_id)) for job_id in tokens)
         with self._short_transaction(connection):
+            # Rows another transaction has locked are passed over (the completer tries them
+            # again later), as are those cancel() asked to stop.
             _, rows = self.execute(connection, HELD_LEASES_SQL.format(ids=ids), ())
             held = {
                 job_id
@@ -412,6 +458,18 @@ class MySQLQueries(DatabaseQueries):
                     (),
                 )
         return held
+
+    def bound_lock_waits(
+        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
+    ) -> None:
+        """Set the session's ``innodb_lock_wait_timeout`` (whole seconds, at least one) once
+        per connection: a connection of the worker's own never waits longer for a row lock."""
+        connection.ensure_connection()
+        driver_connection = connection.connection
+        wanted = max(1, round(seconds))
+        if _bounded_connections.get(driver_connection) != wanted:
+            self.execute(connection, f"SET SESSION innodb_lock_wait_timeout = {wanted}", ())
+            _bounded_connections[driver_connection] = wanted
 
     def first_fair_round(self, connection: BaseDatabaseWrapper, queue: str, key: str) -> int:
         _, rows = self.execute(connection, ROUNDS_SQL, rounds_params(queue, key))
@@ -582,19 +640,6 @@ class MySQLQueries(DatabaseQueries):
         """A plain transaction: row locks (SELECT ... FOR UPDATE) serialize what must be."""
         return transaction.atomic(using=connection.alias)
 
-    def bound_lock_waits(
-        self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
-    ) -> None:
-        """Set the session's ``innodb_lock_wait_timeout`` (whole seconds, at least 1) on a
-        connection of the worker's own, once per connection."""
-        connection.ensure_connection()
-        # Noted on Django's wrapper with the driver connection's id: a new connection (after
-        # an error) has another, and is set up again.
-        wanted = (id(connection.connection), max(1, round(seconds)))
-        if getattr(connection, "_outbox_lock_wait", None) != wanted:
-            self.execute(connection, f"SET SESSION innodb_lock_wait_timeout = {wanted[1]}", ())
-            connection._outbox_lock_wait = wanted  # type: ignore[attr-defined]
-
     @contextmanager
     def lock_wait(self, connection: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
         """Wait at most ``seconds`` (whole, at least one) for row locks within the block."""
@@ -617,16 +662,3 @@ def _as_uuid(value: Any) -> uuid.UUID:
 
 
 queries = MySQLQueries()
-
-
-def _queue_filter(
-    queues: Sequence[str] | None, excluded_queues: Sequence[str]
-) -> tuple[str, list[str]]:
-    """The claims' condition on the queue, and its parameters: one of ``queues`` (any when
-    empty), none of ``excluded_queues``."""
-    queues = list(queues or ())
-    excluded = list(excluded_queues)
-    queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
-    if excluded:
-        queue_filter += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded))})"
-    return queue_filter, [*queues, *excluded]

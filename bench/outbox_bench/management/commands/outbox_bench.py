@@ -77,6 +77,12 @@ class Command(BaseCommand):
             "--floor-seconds", type=positive_int, default=int(defaults.floor_seconds)
         )
         parser.add_argument(
+            "--idle-seconds",
+            type=positive_int,
+            default=int(defaults.idle_seconds),
+            help="Seconds an idle worker's CPU time is measured over.",
+        )
+        parser.add_argument(
             "--only",
             action="append",
             choices=PARTS,
@@ -118,6 +124,7 @@ class Command(BaseCommand):
             fair_keys=options["fair_keys"],
             fair_backlog=options["fair_backlog"],
             floor_seconds=options["floor_seconds"],
+            idle_seconds=options["idle_seconds"],
             parts=parts,
         )
 

@@ -1,0 +1,68 @@
+"""The relay's claim on MariaDB: serialized by a row lock, then read, update and read back.
+
+Two claims side by side would each see the other's picks of a key as free, as on PostgreSQL:
+claims wait for each other on a row of the enqueuers' lock table (``serialize_enqueuers``), in
+one short transaction. MariaDB has no UPDATE ... RETURNING: the claimed rows are read back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import queries_for
+from ..message_sql import TABLE, MessageQueries, candidates_sql
+
+NOW = "UTC_TIMESTAMP(6)"
+
+CLAIM_SQL = f"""
+UPDATE {TABLE}
+SET lease_token = %s, lease_expires_at = {NOW} + INTERVAL %s MICROSECOND, available_at = NULL
+WHERE id IN ({{ids}})
+"""
+# `key` is a reserved word there.
+CLAIMED_SQL = f"""
+SELECT id, topic, `key`, type, headers, payload, broker, attempts FROM {TABLE}
+WHERE id IN ({{ids}}) ORDER BY id
+"""
+
+
+def _pick(brokers: int) -> str:
+    marks = ", ".join("%s" for _ in range(brokers))
+    return candidates_sql(in_brokers=f"IN ({marks})", now=NOW, limit="%s")
+
+
+class MySQLMessageQueries(MessageQueries):
+    def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
+        sql = f"SELECT EXISTS ({_pick(len(brokers))})"
+        _, rows = queries_for(connection).execute(connection, sql, [*brokers, 1])
+        return bool(rows[0][0])
+
+    def claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        brokers: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        token: uuid.UUID,
+    ) -> list[Sequence[Any]]:
+        queries = queries_for(connection)
+        with transaction.atomic(using=connection.alias):
+            queries.serialize_enqueuers(connection, "relay:claim")
+            _, picked = queries.execute(connection, _pick(len(brokers)), [*brokers, limit])
+            if not picked:
+                return []
+            ids = [row[0] for row in picked]
+            marks = ", ".join(["%s"] * len(ids))
+            native = connection.features.has_native_uuid_field
+            queries.execute(
+                connection,
+                CLAIM_SQL.format(ids=marks),
+                [str(token) if native else token.hex, round(lease_seconds * 1_000_000), *ids],
+            )
+            _, rows = queries.execute(connection, CLAIMED_SQL.format(ids=marks), ids)
+        return rows
