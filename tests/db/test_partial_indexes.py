@@ -53,6 +53,12 @@ def test_the_pruners_reads_go_along_the_finished_indexes():
         if connection.vendor == "mysql":
             # Either composite index serves either read (has_dependents leads the second).
             index = "outbox_job_finished(_parents)?"
+        if connection.vendor == "sqlite" and index == "outbox_job_finished_parents":
+            # Since outbox_job_finished also holds the id (the admin's keyset pages), SQLite's
+            # planner, without statistics, reads the parents along it too: a search, not a
+            # scan, but one that passes over the expired jobs nobody depends on. Known; the
+            # first read deletes those first.
+            index = "outbox_job_finished(_parents)?"
         assert re.search(rf"\b{index}\b", plan), plan
         assert "SCAN django_outbox_job" not in plan
         assert "Seq Scan" not in plan
