@@ -19,4 +19,4 @@ INSTALLED_APPS = [*INSTALLED_APPS, "outbox_bench"]
 # bench/limits.py kills workers: a short lease lets their places and jobs come back soon.
 if os.environ.get("OUTBOX_BENCH_LEASE_SECONDS"):
     _lease = float(os.environ["OUTBOX_BENCH_LEASE_SECONDS"])
-    OUTBOX = {**OUTBOX, "LEASE_SECONDS": _lease, "HEARTBEAT_SECONDS": _lease / 4}  # noqa: F405
+    OUTBOX = {**OUTBOX, "LEASE_SECONDS": _lease, "HEARTBEAT_SECONDS": _lease / 4}

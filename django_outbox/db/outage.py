@@ -13,6 +13,8 @@ import logging
 import time
 from typing import Protocol
 
+from . import is_lock_error
+
 
 class ErrorListener(Protocol):
     """Told of each error and success of the loops it listens to (a worker's health)."""
@@ -63,13 +65,17 @@ class ErrorBackoff:
                 self._since = now
             self._kind = kind
             self._reminded = now
-            self.logger.error(
+            # A lock held by another connection (SQLite's one writer, a handler's long
+            # transaction) is contention, not breakage: its stack says nothing more.
+            locked = is_lock_error(exc)
+            self.logger.log(
+                logging.WARNING if locked else logging.ERROR,
                 "%s failed: %s; retrying, and logging further %s errors only every %ss",
                 self.what,
                 first_line(exc),
                 kind,
                 int(self.remind_every),
-                exc_info=exc,
+                exc_info=None if locked else exc,
             )
         elif now - self._reminded >= self.remind_every:
             self._reminded = now

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, models
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -322,6 +322,7 @@ def rescue_expired_leases(
     history_limit: int,
     batch_size: int = 100,
     held_tokens: Collection[uuid.UUID] = (),
+    abandoned_tokens: Collection[uuid.UUID] = (),
 ) -> int:
     """Take back jobs whose worker stopped renewing the lease; return how many.
 
@@ -331,13 +332,15 @@ def rescue_expired_leases(
     holds, which are not taken back (it knows it is alive, and its heartbeat may merely be
     late). Jobs are matched by token, never by worker id: a worker restarted under the same
     id (a systemd unit, a StatefulSet pod) must take back what its predecessor left.
+    ``abandoned_tokens``: those of jobs the caller let go of without recording their outcome
+    (the database failed meanwhile); taken back although the caller, their holder, still beats.
     """
     outbox_settings = get_settings()
-    expired_jobs = (
-        Job.objects.using(using)
-        .expired_leases()
-        .exclude(Exists(_live_holder(using, outbox_settings.heartbeat_seconds)))
-    )
+    expired_jobs = Job.objects.using(using).expired_leases()
+    holder_gone = Q(~Exists(_live_holder(using, outbox_settings.heartbeat_seconds)))
+    if abandoned_tokens:
+        holder_gone |= Q(lease_token__in=list(abandoned_tokens))
+    expired_jobs = expired_jobs.filter(holder_gone)
     if held_tokens:
         expired_jobs = expired_jobs.exclude(lease_token__in=list(held_tokens))
     # One transaction: the row locks keep two rescuers (or a late heartbeat) off these jobs.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import deque
 
 from ..claimed import ClaimedJob
 
@@ -22,6 +23,10 @@ class HeldJobs:
         self._jobs: dict[int, ClaimedJob] = {}
         self._started: set[int] = set()
         self._completing: set[int] = set()
+        # Lease tokens of jobs let go with their outcome unrecorded (the database failed):
+        # this worker takes them back once their lease expires. A token matches one attempt
+        # only, so the oldest can be forgotten.
+        self._abandoned: deque[uuid.UUID] = deque(maxlen=1000)
 
     def __len__(self) -> int:
         with self.lock:
@@ -51,6 +56,17 @@ class HeldJobs:
             self._jobs.pop(job_id, None)
             self._started.discard(job_id)
             self._completing.discard(job_id)
+
+    def abandon(self, job: ClaimedJob) -> None:
+        """Let go of ``job`` with its outcome unrecorded (``lock`` held): its lease is no longer
+        extended, and this worker takes it back once the lease expires."""
+        self.drop([job.id])
+        self._abandoned.append(job.lease_token)
+
+    def abandoned_tokens(self) -> list[uuid.UUID]:
+        """The lease tokens of the jobs let go of by ``abandon``."""
+        with self.lock:
+            return list(self._abandoned)
 
     def places_free(self) -> int:
         """How many jobs a claim may take now (call with ``lock`` held).

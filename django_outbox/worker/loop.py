@@ -535,12 +535,15 @@ class Worker:
             connection.close()
             self._outcome_errors.failed(exc)
             outcome = Outcome.LEASE_LOST
+            abandoned = True
         except Exception:
             # Not the handler's error (run_job records those): a signal receiver's, say.
             log_job(logger, logging.ERROR, job, "outcome not recorded", exc_info=True)
             connection.close()
             outcome = Outcome.LEASE_LOST
+            abandoned = True
         else:
+            abandoned = False
             if outcome is not None:
                 self._outcome_errors.succeeded()
         if outcome is None:
@@ -549,7 +552,12 @@ class Worker:
         if job.attempts > 1 and outcome in (Outcome.RETRYING, Outcome.FAILED):
             self._pacing.retry_failed_again(job.queue)
         with self.held.lock:
-            self.held.drop([job.id])
+            if abandoned:
+                # This worker beats on: others leave the job to it (it might still run it), so
+                # it must take the job back itself once the lease expires.
+                self.held.abandon(job)
+            else:
+                self.held.drop([job.id])
             self.stats.outcomes[outcome] += 1
             self._slot_freed()
         self.activity.add(job.queue, outcome)

@@ -20,6 +20,7 @@ from ..db import queries_for, retry_while_locked
 from ..db.base import worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs.transitions import extend_leases, prune_finished, rescue_expired_leases
+from ..limits.pruning import prune_idle_limits
 from ..retry import RetryPolicy
 from .health import HEARTBEAT
 from .held_jobs import HeldJobs
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: How often the pruner deletes the limits' rows that hold nothing (``limits.pruning``).
+PRUNE_LIMITS_EVERY_SECONDS = 600.0
 #: The pruner runs at most this often (or every heartbeat, if that is longer).
 PRUNE_EVERY_SECONDS = 1.0
 
@@ -63,6 +66,8 @@ class Maintenance:
         self.heartbeat_seconds = heartbeat_seconds
         self.history_limit = history_limit
         self.retention = retention
+        # The first pruning deletes the limits' idle rows; later ones every so often.
+        self._next_limits_prune = 0.0
         # The retry policy of jobs whose task this worker does not know (for timeouts).
         self.fallback = fallback or RetryPolicy()
         # Set when the worker has stopped: these threads end and close their connections.
@@ -257,7 +262,10 @@ class Maintenance:
         # the two reads has a fresh lease anyway.
         rescued = retry_while_locked(
             lambda: rescue_expired_leases(
-                self.using, self.history_limit, held_tokens=self.held.tokens()
+                self.using,
+                self.history_limit,
+                held_tokens=self.held.tokens(),
+                abandoned_tokens=self.held.abandoned_tokens(),
             ),
             give_up_after=self.heartbeat_seconds,
             stopping=stopping or self.done.is_set,
@@ -270,8 +278,16 @@ class Maintenance:
     # Pruning.
 
     def _prune_batches(self) -> None:
-        """Delete finished jobs past their retention, in small batches."""
+        """Delete finished jobs past their retention, in small batches; and, every
+        ``PRUNE_LIMITS_EVERY_SECONDS``, the limits' rows that hold nothing."""
         self._bound_lock_waits()
+        if time.monotonic() >= self._next_limits_prune:
+            self._next_limits_prune = time.monotonic() + PRUNE_LIMITS_EVERY_SECONDS
+            retry_while_locked(
+                partial(prune_idle_limits, self.using),
+                give_up_after=self.heartbeat_seconds,
+                stopping=self.done.is_set,
+            )
         while not self.done.is_set():
             deleted = retry_while_locked(
                 partial(prune_finished, self.using, self.retention),

@@ -106,7 +106,5 @@ def test_the_delete_action_logs_each_deleted_job(admin_client):
     post_action(admin_client, "delete_selected", jobs, post="yes")
     assert not Job.objects.exists()
     entries = LogEntry.objects.filter(action_flag=DELETION)
-    assert sorted(entries.values_list("object_id", flat=True)) == sorted(
-        str(job.pk) for job in jobs
-    )
+    assert {entry.object_id for entry in entries} == {str(job.pk) for job in jobs}
     assert {entry.object_repr for entry in entries} == {str(job) for job in jobs}

@@ -8,6 +8,7 @@ touched: the instance has its own data directory and port, and is stopped at the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -24,10 +25,14 @@ import pytest
 from tests.helpers import REPO
 from tests.processes import worker_env
 
-NAMESPACE = "outbox-partition"
-HOST_SIDE, NAMESPACE_SIDE = "obxpart0", "obxpart1"
-HOST_ADDRESS, NAMESPACE_ADDRESS = "10.231.7.1", "10.231.7.2"
-PORT = 55439
+# Names, addresses and port of this test process's own: two suites may run at once on one
+# machine (two checkouts), and each must cut only its own link.
+_ID = os.getpid() % 10_000
+NAMESPACE = f"outbox-partition-{_ID}"
+HOST_SIDE, NAMESPACE_SIDE = f"obx{_ID}h", f"obx{_ID}n"
+_SUBNET = f"10.{200 + _ID // 250 % 50}.{_ID % 250}"
+HOST_ADDRESS, NAMESPACE_ADDRESS = f"{_SUBNET}.1", f"{_SUBNET}.2"
+PORT = 50_000 + _ID
 DATABASE = "outbox_partition"
 
 
@@ -129,7 +134,7 @@ def partitioned_database() -> Iterator[PartitionedDatabase]:
         cluster = data / "cluster"
         _as_postgres(f"initdb -D {cluster} -A trust -U postgres --no-sync >/dev/null")
         with (cluster / "pg_hba.conf").open("a") as hba:
-            hba.write(f"host all all {HOST_ADDRESS.rsplit('.', 1)[0]}.0/24 trust\n")
+            hba.write(f"host all all {_SUBNET}.0/24 trust\n")
         _as_postgres(
             f'pg_ctl -D {cluster} -l {data}/server.log -w -o "-p {PORT} -k {data} '
             f"-c listen_addresses='127.0.0.1,{HOST_ADDRESS}' -c fsync=off "
@@ -144,7 +149,9 @@ def partitioned_database() -> Iterator[PartitionedDatabase]:
         database.manage("migrate", "--verbosity", "0")
         yield database
     finally:
-        database.heal()
+        # Whatever state a failed test left the link in, the rest must still be cleaned up.
+        with contextlib.suppress(subprocess.CalledProcessError):
+            database.heal()
         _as_postgres(f"pg_ctl -D {data / 'cluster'} -m immediate stop >/dev/null 2>&1 || true")
         _run("ip", "netns", "del", NAMESPACE, check=False)
         _run("ip", "link", "del", HOST_SIDE, check=False)

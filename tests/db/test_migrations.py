@@ -52,7 +52,13 @@ MARIADB_INDEXES = {
     "outbox_job_lease": ["status", "lease_expires_at"],
 }
 #: MariaDB: a model's index that another serves (the same columns, its id included).
-MARIADB_SERVED_BY = {"outbox_job_halted": "outbox_job_failed_queue"}
+MARIADB_SERVED_BY = {
+    "outbox_job_halted": "outbox_job_failed_queue",
+    # No partial indexes: the limited claim's candidates are found by status (the pending
+    # jobs' index) and filtered, until limited jobs have a claim lane of their own.
+    "outbox_job_limited_any": "outbox_job_pending",
+    "outbox_job_limited_queue": "outbox_job_pending",
+}
 
 
 def test_every_index_of_the_model_is_in_the_database():

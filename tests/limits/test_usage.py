@@ -74,3 +74,22 @@ def test_the_dashboard_shows_each_limit_escaped():
     assert "3 / 3" in page
     assert "&lt;b&gt;acct&lt;/b&gt;" in page
     assert "<b>acct</b>" not in page
+
+
+def test_rows_that_hold_nothing_are_pruned_and_pauses_and_buckets_in_use_kept():
+    from django.db import connection
+
+    from django_outbox.db import queries_for
+    from django_outbox.limits.pruning import IDLE_SECONDS, prune_idle_limits
+    from django_outbox.models import LimitState
+
+    now = queries_for(connection).database_seconds(connection)
+    LimitState.objects.create(kind="task", name="cap-only")
+    LimitState.objects.create(
+        kind="task", name="idle", tokens=0, refilled_at=now - IDLE_SECONDS - 5
+    )
+    LimitState.objects.create(kind="task", name="recent", tokens=0, refilled_at=now - 5)
+    LimitState.objects.create(kind="task", name="paused", paused_until=now + 60)
+    LimitState.objects.create(kind="task", name="was paused", paused_until=now - 60)
+    assert prune_idle_limits("default") == 3
+    assert sorted(LimitState.objects.values_list("name", flat=True)) == ["paused", "recent"]

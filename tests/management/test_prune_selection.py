@@ -26,9 +26,9 @@ def test_prune_task_deletes_only_the_old_jobs_of_that_task_and_dry_run_counts_th
     mine = ended(tasks.noop.enqueue(), JobStatus.SUCCEEDED, days_ago=3)
     other = ended(tasks.noop_non_atomic.enqueue(), JobStatus.SUCCEEDED, days_ago=3)
     dry = run("outbox_prune", "--older-than", "1d", "--task", tasks.noop.name, "--dry-run")
-    assert "Would delete up to 1 jobs" in dry
+    assert "Would delete up to 1 job" in dry
     assert run("outbox_prune", "--older-than", "1d", "--task", tasks.noop.name) == (
-        "Deleted 1 jobs.\n"
+        "Deleted 1 job.\n"
     )
     assert set(statuses()) == {other}
     assert mine not in statuses()

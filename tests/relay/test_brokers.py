@@ -109,3 +109,48 @@ def test_an_unreachable_broker_costs_no_attempt(broker):
     assert list(Message.objects.values_list("attempts", "lease_token", "status")) == [
         (0, None, "pending")
     ]
+
+
+def test_rabbitmq_reconnects_when_the_broker_closed_an_idle_connection():
+    """A connection the broker closed (an idle relay's, past its heartbeats; an operator's
+    close) is replaced: the next batch goes out on a new one, without a failed batch."""
+    import shutil
+    import subprocess
+    import time
+    import uuid
+
+    from django_outbox.envelope import Envelope
+    from django_outbox.relay.brokers.rabbitmq import RabbitMQ
+
+    if shutil.which("rabbitmqctl") is None:
+        pytest.skip("rabbitmqctl is not installed")
+    with broker_under_test("rabbitmq") as rabbit:
+        topic = rabbit.new_topic()
+        name = f"outbox-test-{uuid.uuid4().hex}"
+        options = rabbit.options()
+        options["url"] += f"?client_properties={{'connection_name':'{name}'}}"
+        adapter = RabbitMQ("default", **options)
+
+        def message(n):
+            return Envelope(
+                id=uuid.uuid4(), topic=topic, key=None, type="", body=f'{{"n": {n}}}', broker="x"
+            )
+
+        try:
+            assert adapter.publish([message(1)]) == [None]
+            # The broker closes this connection (as it does one that missed its heartbeats).
+            subprocess.run(
+                ["rabbitmqctl", "close_connection", name, "idle test"],
+                check=False,
+                capture_output=True,
+            )
+            time.sleep(0.5)
+            found = subprocess.run(
+                ["rabbitmqctl", "list_connections", "name"], capture_output=True, text=True
+            )
+            if name in found.stdout:
+                pytest.skip("rabbitmqctl could not close the connection here")
+            assert adapter.publish([message(2)]) == [None]
+        finally:
+            adapter.close()
+        assert [r.payload for r in rabbit.received(topic, 2)] == [{"n": 1}, {"n": 2}]

@@ -246,3 +246,63 @@ def test_an_expired_lease_of_a_worker_that_still_beats_is_left_to_it(
     assert rescue_expired_leases("default", history_limit=10) == int(taken_back)
     status = Job.objects.get(pk=job.pk).status
     assert status == (JobStatus.RETRYING if taken_back else JobStatus.RUNNING)
+
+
+def test_an_expired_lease_its_live_holder_let_go_of_is_taken_back_by_it(settings):
+    # The holder beats on, but its thread failed to record the job's outcome (the database
+    # went away) and let the job go: no heartbeat extends the lease any more, and the others
+    # leave the job to the live holder, so the holder itself must take it back.
+    settings.OUTBOX = {**settings.OUTBOX, "HEARTBEAT_SECONDS": 10, "LEASE_SECONDS": 60}
+    job = tasks.noop.enqueue({})
+    (claimed,) = claim(worker_id="holder")
+    expire(job.pk, attempts=1)
+    registered("holder", started_seconds_ago=60, beat_seconds_ago=0)
+    assert rescue_expired_leases("default", history_limit=10) == 0
+    other_token = uuid.uuid4()
+    assert rescue_expired_leases("default", history_limit=10, abandoned_tokens=[other_token]) == 0
+    assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    taken_back = rescue_expired_leases(
+        "default", history_limit=10, abandoned_tokens=[other_token, claimed.lease_token]
+    )
+    assert taken_back == 1
+    assert Job.objects.get(pk=job.pk).status == JobStatus.RETRYING
+
+
+def test_a_worker_takes_back_a_job_whose_outcome_it_failed_to_record(settings, monkeypatch):
+    # Recording the outcome fails (a database error at the wrong moment): the thread lets the
+    # job go, and its lease expires. The worker still beats, so other workers leave the job to
+    # it; it must take the job back itself rather than leave it "running" for as long as it
+    # lives.
+    from django.db import OperationalError
+
+    from django_outbox.worker import loop as loop_module
+    from django_outbox.worker.runner import run_job
+
+    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 1, "HEARTBEAT_SECONDS": 0.2}
+    job = tasks.noop.enqueue({})
+    real_run_job = run_job
+    failures: list[int] = []
+
+    def fails_once(claimed, **kwargs):
+        if not failures:
+            failures.append(claimed.id)
+            raise OperationalError("database is locked")
+        return real_run_job(claimed, **kwargs)
+
+    monkeypatch.setattr(loop_module, "run_job", fails_once)
+    worker = Worker(concurrency=1)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_until(lambda: failures, what="the failed recording")
+        wait_until(
+            lambda: Job.objects.get(pk=job.pk).status != JobStatus.RUNNING,
+            what="the job taken back",
+        )
+    finally:
+        worker.request_stop()
+        thread.join(10)
+    row = Job.objects.get(pk=job.pk)
+    assert failures == [job.pk]
+    assert row.status in (JobStatus.RETRYING, JobStatus.READY, JobStatus.SUCCEEDED), row.status
+    assert "Lease expired" in row.errors[0]["error"], row.errors

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ...jobs.housekeeping import prune, prune_candidates
 from ...models import FINISHED
 from ..arguments import batch_size_int, duration_argument, queue_argument, task_name_argument
+from ..output import job_count
 
 
 class Command(BaseCommand):
@@ -29,7 +30,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--status",
             action="append",
-            choices=FINISHED,
+            # The values, not the members: argparse lists the choices by their repr.
+            choices=[status.value for status in FINISHED],
             help="Only jobs of this status; repeat for several (default: all three).",
         )
         parser.add_argument(
@@ -74,11 +76,11 @@ class Command(BaseCommand):
                     else ""
                 )
                 self.stdout.write(
-                    f"Would delete up to {candidates.total:,} jobs{kept} (dry run: nothing "
+                    f"Would delete up to {job_count(candidates.total)}{kept} (dry run: nothing "
                     "changed)."
                 )
                 return
             deleted = prune(older_than, statuses, batch_size=options["batch_size"], **selected)
         except ValueError as error:
             raise CommandError(str(error)) from error
-        self.stdout.write(f"Deleted {deleted:,} jobs.")
+        self.stdout.write(f"Deleted {job_count(deleted)}.")

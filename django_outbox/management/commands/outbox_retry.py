@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ...exceptions import JobNotFound, JobStateError
 from ...jobs.housekeeping import jobs_to_retry, retry_jobs
 from ..arguments import positive_int, queue_argument, task_name_argument
+from ..output import job_count
 
 #: How many jobs --dry-run lists before it only counts.
 LISTED = 50
@@ -60,7 +61,7 @@ class Command(BaseCommand):
                 )
             if count > LISTED:
                 self.stdout.write(f"... and {count - LISTED:,} more")
-            self.stdout.write(f"Would retry {count:,} jobs (dry run: nothing changed).")
+            self.stdout.write(f"Would retry {job_count(count)} (dry run: nothing changed).")
             return
         retried = retry_jobs(jobs)
-        self.stdout.write(f"Retried {retried:,} jobs.")
+        self.stdout.write(f"Retried {job_count(retried)}.")

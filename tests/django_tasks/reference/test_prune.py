@@ -46,7 +46,7 @@ class DatabaseBackendPruneTaskResultsTestCase(TransactionTestCase):
 
     # outbox: the reference counts 3 queries a prune; outbox_prune deletes in batches, each
     # its own short transaction, so these tests do not count them. Its output is its own
-    # ("Deleted 1 jobs.", not "Deleted 1 task result(s)").
+    # ("Deleted 1 job.", not "Deleted 1 task result(s)").
 
     def test_prunes_tasks(self) -> None:
         result = test_tasks.noop_task.enqueue()
@@ -66,7 +66,7 @@ class DatabaseBackendPruneTaskResultsTestCase(TransactionTestCase):
         with self.assertRaises(TaskResultDoesNotExist):
             result.refresh()
 
-        self.assertEqual(stdout.getvalue().strip(), "Deleted 1 jobs.")
+        self.assertEqual(stdout.getvalue().strip(), "Deleted 1 job.")
 
     def test_doesnt_prune_new_tasks(self) -> None:
         result = test_tasks.noop_task.enqueue()
@@ -234,7 +234,7 @@ class DatabaseBackendPruneTaskResultsTestCase(TransactionTestCase):
         self.assertEqual(DBTaskResult.objects.count(), 1)
 
         # outbox: its own dry-run report: counts by status, then the total.
-        self.assertIn("Would delete up to 1 jobs", stdout.getvalue())
+        self.assertIn("Would delete up to 1 job", stdout.getvalue())
 
     def test_negative_age(self) -> None:
         output = StringIO()
