@@ -337,20 +337,34 @@ FOR UPDATE SKIP LOCKED
     ) -> list[ClaimedJob]:
         """Lock the rows ``pick_sql`` reads (``PICKED_COLUMNS``), claim them by primary key,
         commit; return the jobs."""
-        with self._short_transaction(connection):
-            _, rows = self.execute(connection, pick_sql, params)
-            if not rows:
-                return []
-            tokens = {row[0]: uuid.uuid4() for row in rows}
-            ids = ", ".join(str(int(job_id)) for job_id in tokens)
-            update = CLAIM_UPDATE_SQL.format(
-                tokens=" ".join(["WHEN %s THEN %s"] * len(tokens)), ids=ids
-            )
-            update_params: list[Any] = []
-            for job_id, token in tokens.items():
-                update_params += [job_id, self._token_value(connection, token)]
-            update_params += [round(lease_seconds * 1_000_000), worker_id]
-            self.execute(connection, update, update_params)
+        rows: list[Any] = []
+        tokens: dict[int, uuid.UUID] = {}
+        try:
+            with self._short_transaction(connection):
+                _, rows = self.execute(connection, pick_sql, params)
+                if not rows:
+                    return []
+                tokens = {row[0]: uuid.uuid4() for row in rows}
+                ids = ", ".join(str(int(job_id)) for job_id in tokens)
+                update = CLAIM_UPDATE_SQL.format(
+                    tokens=" ".join(["WHEN %s THEN %s"] * len(tokens)), ids=ids
+                )
+                update_params: list[Any] = []
+                for job_id, token in tokens.items():
+                    update_params += [job_id, self._token_value(connection, token)]
+                update_params += [round(lease_seconds * 1_000_000), worker_id]
+                self.execute(connection, update, update_params)
+        except DatabaseError:
+            # The connection may have died after the server committed and before its answer
+            # came (a killed connection, a restart): the jobs would then run under this
+            # worker's id with no thread to run them, and a live worker's jobs are not taken
+            # back. The tokens are this claim's own: look for them on a new connection.
+            if not tokens or connection.in_atomic_block:
+                raise
+            claimed = self._committed_claim(connection, tokens)
+            if claimed is None:
+                raise
+            rows = [row for row in rows if row[0] in claimed]
         jobs = []
         for (
             job_id,
@@ -380,6 +394,32 @@ FOR UPDATE SKIP LOCKED
             )
         jobs.sort(key=lambda job: (-job.priority, job.id))
         return jobs
+
+    def _committed_claim(
+        self, connection: BaseDatabaseWrapper, tokens: dict[int, uuid.UUID]
+    ) -> set[int] | None:
+        """The jobs of ``tokens`` that a claim whose COMMIT's answer was lost did claim; None
+        if the database cannot say (it is still away)."""
+        connection.close()
+        ids = ", ".join(str(int(job_id)) for job_id in tokens)
+        try:
+            # A locking read: it waits for the lost connection's transaction to end, if the
+            # server is still finishing it, then reads what it left.
+            with self._short_transaction(connection):
+                _, found = self.execute(
+                    connection,
+                    f"SELECT id, lease_token FROM {TABLE} WHERE id IN ({ids}) "
+                    f"AND status = '{JobStatus.RUNNING}' FOR UPDATE",
+                    (),
+                )
+        except DatabaseError:
+            connection.close()
+            return None
+        return {
+            job_id
+            for job_id, token in found
+            if token is not None and _as_uuid(token) == tokens[job_id]
+        }
 
     def limited_candidates(
         self,
