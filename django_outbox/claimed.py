@@ -60,6 +60,8 @@ class ClaimedJob:
     # Since when (time.monotonic()) the heartbeat has found the job's row locked by another
     # transaction, and whether it told that the lease ran out meanwhile (None, False: free).
     row_locked_since: float | None = field(default=None, repr=False)
+    # Whether the lock was told at WARNING (it outlasted a heartbeat interval).
+    row_lock_reported: bool = field(default=False, repr=False)
     expiry_reported: bool = field(default=False, repr=False)
     # Set by the runner once the handler returned or raised: the outcome is being recorded, and
     # the runner itself notices a lost lease from then on.

@@ -212,13 +212,14 @@ class Maintenance:
             elif job.row_locked_since is not None:
                 log_job(
                     logger,
-                    logging.WARNING,
+                    logging.WARNING if job.row_lock_reported else logging.DEBUG,
                     job,
                     "row free again",
                     "lease extended after %.1fs locked by another transaction",
                     time.monotonic() - job.row_locked_since,
                 )
                 job.row_locked_since = None
+                job.row_lock_reported = False
                 job.expiry_reported = False
 
     def _row_locked(self, job: ClaimedJob, *, expired: bool) -> None:
@@ -232,13 +233,20 @@ class Maintenance:
         """
         now = time.monotonic()
         if job.row_locked_since is None:
+            # Most often the job's own transaction, committing its success as the beat passes
+            # (an atomic job's row is locked by its handler's transaction): not worth a warning
+            # until the lock outlasts a heartbeat interval.
             job.row_locked_since = now
+        if not job.row_lock_reported and now - job.row_locked_since >= self.heartbeat_seconds:
+            job.row_lock_reported = True
             log_job(
                 logger,
                 logging.WARNING,
                 job,
                 "row locked",
-                "another transaction holds the job's row; its lease is extended once it is free",
+                "another transaction has held the job's row for %.0fs; its lease is extended "
+                "once it is free",
+                now - job.row_locked_since,
             )
         if expired and not job.expiry_reported:
             job.expiry_reported = True
