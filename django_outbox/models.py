@@ -72,8 +72,8 @@ class PayloadField(models.JSONField):
 
 
 #: Django's warnings that MariaDB and MySQL build no partial index (W037) and MariaDB no index
-#: on expressions (W043): migrations 0015 to 0017 build composite indexes in their place there
-#: (for the job, message and inbox tables), so the warnings would only alarm.
+#: on expressions (W043): migrations 0017, 0019 and 0020 build composite indexes in their place
+#: there (for the job, message and inbox tables), so the warnings would only alarm.
 INDEXES_BUILT_ELSEWHERE = ("models.W037", "models.W043")
 
 

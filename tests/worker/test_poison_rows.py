@@ -39,7 +39,7 @@ def test_undecodable_payloads_fail_their_own_job_at_once_and_the_worker_goes_on(
     for job_id, payload in zip(poison, BAD_TAGS, strict=True):
         Job.objects.filter(pk=job_id).update(payload=payload)
     # SQLite's JSON functions refuse more than 1,000 levels; PostgreSQL takes 5,000, and so
-    # does MariaDB (its payload column has no JSON check: migration 0015).
+    # does MariaDB (its payload column has no JSON check: migration 0017).
     levels = 900 if connection.vendor == "sqlite" else 5000
     poison.append(insert_raw_payload(deeply_nested(levels)))
     healthy = [job.pk for job in tasks.noop.enqueue_many([{"n": n} for n in range(20)])]

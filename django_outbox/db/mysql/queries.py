@@ -3,7 +3,7 @@
 Neither database has UPDATE ... RETURNING, partial indexes or LISTEN. So a claim is a short
 transaction: a locking read of the candidates (SKIP LOCKED: concurrent claimers pass over each
 other's rows), then an UPDATE of those rows by primary key, then COMMIT. The claims read the
-indexes migration 0015 builds on the generated column ``claim_lane`` (1: a claimable job that
+indexes migration 0017 builds on the generated column ``claim_lane`` (1: a claimable job that
 is not fair, 2: a claimable fair job), which hold the claimable jobs first, in the claims'
 order. Workers poll: no enqueue wakes a worker of another process.
 
@@ -53,11 +53,11 @@ NOW = "UTC_TIMESTAMP(6)"
 #: The oldest servers supported: FOR UPDATE SKIP LOCKED came with MariaDB 10.6 and MySQL 8.0.
 MARIADB_OLDEST = (10, 6)
 MYSQL_OLDEST = (8, 0)
-#: The generated column's lanes (migrations 0015 and 0016).
+#: The generated column's lanes (migrations 0017 and 0019).
 PLAIN_LANE = 1
 FAIR_LANE = 2
 LIMITED_LANE = 3
-#: The rows enqueuers lock to wait for each other (migration 0015), keys hashed into them.
+#: The rows enqueuers lock to wait for each other (migration 0017), keys hashed into them.
 ENQUEUE_LOCK_TABLE = "django_outbox_enqueue_lock"
 ENQUEUE_LOCK_SLOTS = 4096
 
@@ -439,7 +439,7 @@ FOR UPDATE SKIP LOCKED
             limit,
             excluded_queues,
         )
-        # Along the limited lane's indexes (migration 0016): the lane stands for the partial
+        # Along the limited lane's indexes (migration 0019): the lane stands for the partial
         # indexes' condition, and the index is named as the claims' are.
         sql = sql.replace(
             LIMITED_CANDIDATES_FROM, f"{LIMITED_CANDIDATES_FROM} {limited_hint(queues)}"

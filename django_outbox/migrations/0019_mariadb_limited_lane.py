@@ -1,7 +1,7 @@
 """MariaDB and MySQL: limited jobs (a limit key) get a claim lane of their own, 3, and the
 limited claim's indexes, as the partial indexes ``outbox_job_limited_*`` are elsewhere.
 
-Lanes 1 and 2 (plain and fair jobs, migration 0015) then hold no limited job: the other claims
+Lanes 1 and 2 (plain and fair jobs, migration 0017) then hold no limited job: the other claims
 never read past a capped key's backlog. Nothing on PostgreSQL and SQLite.
 """
 
@@ -45,7 +45,7 @@ class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
     dependencies = [
-        ("django_outbox", "0015_limits"),
+        ("django_outbox", "0018_limits"),
     ]
 
     operations = [

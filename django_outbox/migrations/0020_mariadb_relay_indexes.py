@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
     dependencies = [
-        ("django_outbox", "0016_mariadb_limited_lane"),
+        ("django_outbox", "0019_mariadb_limited_lane"),
     ]
 
     operations = [

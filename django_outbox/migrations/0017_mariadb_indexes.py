@@ -118,7 +118,7 @@ class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
     dependencies = [
-        ("django_outbox", "0015_admin_failure_time_and_payload_permission"),
+        ("django_outbox", "0016_admin_failure_time_and_payload_permission"),
     ]
 
     operations = [

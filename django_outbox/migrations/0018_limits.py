@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_outbox', '0015_mariadb_indexes'),
+        ('django_outbox', '0017_mariadb_indexes'),
     ]
 
     operations = [
