@@ -44,9 +44,11 @@ def claim_job(job_id: int) -> ClaimedJob | None:
         _jobs()
         .filter(pk=job_id, status__in=CLAIMABLE)
         .update(
+            # Before attempts: MySQL and MariaDB assign left to right, each assignment seeing
+            # the ones before it (as the worker's claim does there).
+            max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
             status=JobStatus.RUNNING,
             attempts=F("attempts") + 1,
-            max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
             lease_token=token,
             lease_expires_at=database_time_in(LEASE_SECONDS),
             worker_id=WORKER_ID,

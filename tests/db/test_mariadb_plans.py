@@ -162,7 +162,9 @@ def test_the_rescue_of_expired_leases_reads_the_lease_index():
         # Along the running jobs' entries (of the lease index, or of status and id).
         assert "SCAN" not in text, text
         assert re.search(r"outbox_job_(lease|pending)\b", text), text
-        assert all(rows_read(line) <= 5 for line in text.splitlines()), text
+        # The optimizer's estimate, not rows read: a handful of the 30,000, never the table
+        # (the read of abandoned leases' tokens made it 10 where it was 5).
+        assert all(rows_read(line) <= 50 for line in text.splitlines()), text
 
 
 @pytest.mark.usefixtures("backlog")
