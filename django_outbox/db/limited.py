@@ -15,7 +15,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..models import CLAIMABLE, Job
 from .base import DatabaseQueries, HeldBack, LimitedCandidate
-from .rows import CLAIMS_LIMITED
+from .rows import CLAIMS_LIMITED, queue_conditions
 
 TABLE = Job._meta.db_table
 _CLAIMABLE = ", ".join(f"'{status}'" for status in CLAIMABLE)
@@ -44,17 +44,9 @@ def limited_candidates_sql(
     not row by row in Python, and the jobs behind it are found within the window.
     """
     pick, order = CLAIMS_LIMITED
-    where: list[str] = []
-    params: list[Any] = []
-    if queues:
-        where.append(f"queue IN {_in(p, len(queues))}")
-        params += list(queues)
-    if excluded_queues:
-        where.append(f"queue NOT IN {_in(p, len(excluded_queues))}")
-        params += list(excluded_queues)
-    if paused_retries:
-        where.append(f"NOT (status = 'retrying' AND queue IN {_in(p, len(paused_retries))})")
-        params += list(paused_retries)
+    queue_terms, queue_params = queue_conditions(p, queues, excluded_queues, paused_retries)
+    where: list[str] = list(queue_terms)
+    params: list[Any] = list(queue_params)
     if held_back.tasks:
         where.append(f"task_name NOT IN {_in(p, len(held_back.tasks))}")
         params += sorted(held_back.tasks)

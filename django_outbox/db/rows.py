@@ -77,6 +77,40 @@ LIMITED_PICK = (
 LIMITED_ORDER = "priority DESC, fair_round, run_at, id"
 CLAIMS_LIMITED = (LIMITED_PICK, LIMITED_ORDER)
 
+
+def queue_conditions(
+    placeholder: str,
+    queues: Sequence[str] | None,
+    excluded_queues: Sequence[str] = (),
+    paused_retries: Sequence[str] = (),
+) -> tuple[list[str], list[str]]:
+    """The claims' conditions on the queue, each a SQL term for ``placeholder``'s driver, and
+    their parameters in order: one of ``queues`` (any when empty), none of
+    ``excluded_queues``, and no retrying job of the ``paused_retries`` queues (see
+    ``pacing``). PostgreSQL's claims pass arrays instead and need none of it."""
+
+    def among(values: Sequence[str]) -> str:
+        return f"({', '.join([placeholder] * len(values))})"
+
+    terms: list[str] = []
+    params: list[str] = []
+    if queues:
+        terms.append(f"queue IN {among(queues)}")
+        params += queues
+    if excluded_queues:
+        terms.append(f"queue NOT IN {among(excluded_queues)}")
+        params += excluded_queues
+    if paused_retries:
+        terms.append(f"NOT (status = '{JobStatus.RETRYING}' AND queue IN {among(paused_retries)})")
+        params += paused_retries
+    return terms, params
+
+
+def and_terms(terms: Sequence[str]) -> str:
+    """``terms`` as a filter to append to a WHERE clause: `` AND a AND b``."""
+    return "".join(f" AND {term}" for term in terms)
+
+
 #: Each claim's conditions and order.
 CLAIMS = {
     ClaimKind.PLAIN: (PLAIN_PICK, CLAIM_ORDER),

@@ -45,7 +45,7 @@ from ..base import (
 )
 from ..fair_rounds import rounds_params, served_round
 from ..limited import limited_candidates_sql
-from ..rows import CLAIM_ORDER, CLAIMS, DEPENDENCY_CONDITION
+from ..rows import CLAIM_ORDER, CLAIMS, DEPENDENCY_CONDITION, and_terms, queue_conditions
 
 TABLE = Job._meta.db_table
 #: The database's clock, in UTC as Django stores datetimes here.
@@ -268,20 +268,8 @@ class MySQLQueries(DatabaseQueries):
         paused_retries: Sequence[str] = (),
     ) -> tuple[str, list[Any]]:
         """The claims' conditions on the queue, and their parameters in order."""
-        conditions, params = "", []
-        if queues:
-            conditions += f" AND queue IN ({', '.join(['%s'] * len(queues))})"
-            params += list(queues)
-        if excluded_queues:
-            conditions += f" AND queue NOT IN ({', '.join(['%s'] * len(excluded_queues))})"
-            params += list(excluded_queues)
-        if paused_retries:
-            conditions += (
-                f" AND NOT (status = '{JobStatus.RETRYING}' "
-                f"AND queue IN ({', '.join(['%s'] * len(paused_retries))}))"
-            )
-            params += list(paused_retries)
-        return conditions, params
+        terms, params = queue_conditions("%s", queues, excluded_queues, paused_retries)
+        return and_terms(terms), list(params)
 
     def claim(
         self,

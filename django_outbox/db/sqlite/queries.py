@@ -23,7 +23,7 @@ from ...claimed import ClaimedJob
 from ...models import CLAIMABLE, Job, JobStatus
 from ..base import ClaimKind, DatabaseQueries, HeldBack, InsertedJobs, LimitedCandidate, Result
 from ..limited import limited_candidates
-from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, claimed_jobs
+from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, and_terms, claimed_jobs, queue_conditions
 
 TABLE = Job._meta.db_table
 # Django stores SQLite datetimes as UTC text in this shape; compare and write the same shape.
@@ -133,15 +133,9 @@ class SQLiteQueries(DatabaseQueries):
     ) -> list[ClaimedJob]:
         # Never plain: SQLite sets up the conditions' subqueries for next to nothing.
         pick, order = CLAIMS[ClaimKind.FULL if kind is ClaimKind.PLAIN else kind]
-        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
-        paused = list(paused_retries)
-        if paused:
-            queue_filter += (
-                f" AND NOT (status = '{JobStatus.RETRYING}' "
-                f"AND queue IN ({', '.join('?' * len(paused))}))"
-            )
-        sql = CLAIM_SQL.format(queue_filter=queue_filter, pick=pick, order=order)
-        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queue_params, *paused, limit]
+        terms, queue_params = queue_conditions("?", queues, excluded_queues, paused_retries)
+        sql = CLAIM_SQL.format(queue_filter=and_terms(terms), pick=pick, order=order)
+        params = [f"+{lease_seconds:.3f} seconds", worker_id, *queue_params, limit]
         _, rows = self.execute(connection, sql, params)
         return claimed_jobs(rows, worker_id)
 
@@ -152,7 +146,8 @@ class SQLiteQueries(DatabaseQueries):
         excluded_queues: Sequence[str] = (),
     ) -> set[ClaimKind]:
         # Every claim is full here: only fair jobs are claimed apart.
-        queue_filter, queue_params = _queue_filter(queues, excluded_queues)
+        terms, queue_params = queue_conditions("?", queues, excluded_queues)
+        queue_filter = and_terms(terms)
         waiting = set()
         _, rows = self.execute(
             connection, FAIR_WAITING_SQL.format(queue_filter=queue_filter), queue_params
@@ -285,16 +280,3 @@ class SQLiteQueries(DatabaseQueries):
 
 
 queries = SQLiteQueries()
-
-
-def _queue_filter(
-    queues: Sequence[str] | None, excluded_queues: Sequence[str]
-) -> tuple[str, list[str]]:
-    """The claims' condition on the queue, and its parameters: one of ``queues`` (any when
-    empty), none of ``excluded_queues``."""
-    queues = list(queues or ())
-    excluded = list(excluded_queues)
-    queue_filter = f"AND queue IN ({', '.join('?' * len(queues))})" if queues else ""
-    if excluded:
-        queue_filter += f" AND queue NOT IN ({', '.join('?' * len(excluded))})"
-    return queue_filter, [*queues, *excluded]
