@@ -272,6 +272,23 @@ class DatabaseQueries:
             ),
         )
 
+    def _heartbeat_missed(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], extended: set[int]
+    ) -> Heartbeat:
+        """The heartbeat of a database that locks rows one by one, where the leases of
+        ``jobs`` but ``extended`` were not: lost, to stop (cancel()), or locked by another
+        transaction (and whether those expired meanwhile)."""
+        still_held = self.still_held(connection, jobs)
+        skipped = still_held.keys() - extended
+        return Heartbeat(
+            lost=frozenset({job.id for job in jobs} - still_held.keys()),
+            cancel_requested=frozenset(job_id for job_id in skipped if still_held[job_id][0]),
+            locked=frozenset(job_id for job_id in skipped if not still_held[job_id][0]),
+            expired=frozenset(
+                job_id for job_id in skipped if not still_held[job_id][0] and still_held[job_id][1]
+            ),
+        )
+
     def still_held(
         self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
     ) -> dict[int, tuple[bool, bool]]:

@@ -32,7 +32,8 @@ NAMESPACE = f"outbox-partition-{_ID}"
 HOST_SIDE, NAMESPACE_SIDE = f"obx{_ID}h", f"obx{_ID}n"
 _SUBNET = f"10.{200 + _ID // 250 % 50}.{_ID % 250}"
 HOST_ADDRESS, NAMESPACE_ADDRESS = f"{_SUBNET}.1", f"{_SUBNET}.2"
-PORT = 50_000 + _ID
+# Above Linux's ephemeral ports (32768-60999): a client's connection can't hold it.
+PORT = 61_000 + _ID % 4_000
 DATABASE = "outbox_partition"
 
 
@@ -107,6 +108,25 @@ def _why_not() -> str | None:
     return None
 
 
+def _create_database(data: Path) -> None:
+    """Create the test database, retrying while the new server can't take it yet."""
+    deadline = time.monotonic() + 30
+    while True:
+        result = _run(
+            "psql",
+            f"postgres://postgres@127.0.0.1:{PORT}/postgres",
+            "-c",
+            f"CREATE DATABASE {DATABASE}",
+            check=False,
+        )
+        if result.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            log = (data / "server.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"cannot create {DATABASE}: {result.stderr}\nserver log:\n{log}")
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def partitioned_database() -> Iterator[PartitionedDatabase]:
     reason = _why_not()
@@ -140,12 +160,7 @@ def partitioned_database() -> Iterator[PartitionedDatabase]:
             f"-c listen_addresses='127.0.0.1,{HOST_ADDRESS}' -c fsync=off "
             '-c max_connections=200" start >/dev/null'
         )
-        _run(
-            "psql",
-            f"postgres://postgres@127.0.0.1:{PORT}/postgres",
-            "-c",
-            f"CREATE DATABASE {DATABASE}",
-        )
+        _create_database(data)
         database.manage("migrate", "--verbosity", "0")
         yield database
     finally:

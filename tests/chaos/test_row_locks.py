@@ -3,8 +3,8 @@
 An operator's ``SELECT ... FOR UPDATE`` in psql, or an application's long transaction, holds
 one running job's row for longer than the lease. The workers must go on running the other jobs
 (no heartbeat or completion waits for that row), must not run the locked job a second time
-while its handler still runs, and must finish it once the row is free. PostgreSQL: SQLite has
-no row locks.
+while its handler still runs, and must finish it once the row is free. PostgreSQL and MariaDB:
+SQLite has no row locks.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tests.worker.helpers import row_locked
 pytestmark = [
     pytest.mark.chaos,
     pytest.mark.process,
-    pytest.mark.postgresql,
+    pytest.mark.row_locks,
     pytest.mark.django_db(transaction=True),
 ]
 

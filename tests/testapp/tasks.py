@@ -80,11 +80,26 @@ def non_atomic_note(payload):
 
 @task(max_attempts=5)
 def record_run(payload):
-    """Append this run to a file, then (optionally) sleep: process tests count the runs."""
+    """Append this run to a file, then (optionally) sleep: process tests count the runs.
+
+    ``until_processes: N`` holds the run until N processes have written to the log (30 s at
+    most), so that a test of several worker processes doesn't depend on which one started first.
+    """
     with Path(payload["log"]).open("a") as log:
         log.write(f"{current_job().id} {current_job().attempts} {os.getpid()}\n")
+    if payload.get("until_processes"):
+        _wait_for_processes(Path(payload["log"]), payload["until_processes"])
     if payload.get("sleep"):
         time.sleep(payload["sleep"])
+
+
+def _wait_for_processes(log: Path, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pids = {line.split()[2] for line in log.read_text().splitlines() if line.strip()}
+        if len(pids) >= count:
+            return
+        time.sleep(0.05)
 
 
 @task(max_attempts=5)

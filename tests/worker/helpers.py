@@ -3,7 +3,7 @@
 import contextlib
 import datetime
 
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from django_outbox.db import queries_for
@@ -23,13 +23,18 @@ def expire(job_id, attempts):
 @contextlib.contextmanager
 def row_locked(job_id):
     """Hold ``job_id``'s row with ``SELECT ... FOR UPDATE`` from another connection, as an
-    operator in psql would, until the block ends (PostgreSQL)."""
-    import psycopg
-
-    with psycopg.connect(**connection.get_connection_params()) as other:
-        other.execute(f"SELECT id FROM {Job._meta.db_table} WHERE id = %s FOR UPDATE", [job_id])
+    operator in psql or the mariadb client would, until the block ends."""
+    other = connections.create_connection(connection.alias)
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id FROM {Job._meta.db_table} WHERE id = %s FOR UPDATE", [job_id]
+            )
         yield other
         other.rollback()
+    finally:
+        other.close()
 
 
 def lease_of(job_id):

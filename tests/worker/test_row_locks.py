@@ -1,8 +1,8 @@
 """A row lock held by another transaction holds back only its own job, never the worker.
 
 An operator's ``SELECT ... FOR UPDATE`` in psql, or an application's long transaction around
-``cancel()``, locks a job's row while a worker runs the job. PostgreSQL only: SQLite has no
-row locks (its one write lock is bounded by the busy timeout).
+``cancel()``, locks a job's row while a worker runs the job. PostgreSQL and MariaDB: SQLite
+has no row locks (its one write lock is bounded by the busy timeout).
 """
 
 import time
@@ -22,7 +22,7 @@ from tests.testapp import tasks
 from tests.testapp.models import Note
 from tests.worker.helpers import lease_of, row_locked
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgresql]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.row_locks]
 
 
 @pytest.fixture
@@ -134,6 +134,7 @@ def test_a_lease_that_ran_out_while_its_row_was_locked_is_not_taken_back(
     assert Job.objects.get(pk=job.pk).attempts == 1
 
 
+@pytest.mark.postgresql
 def test_a_worker_stuck_on_a_lock_from_its_start_is_registered_and_reported_late(
     short_leases, worker_thread
 ):

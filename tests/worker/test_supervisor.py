@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 
 def test_processes_share_the_jobs_run_each_once_and_exit_when_done(workers, log):
-    jobs = enqueue_many(record_run, [{"log": str(log)} for _ in range(300)])
+    # The first jobs wait until both processes have run one: on a loaded machine the first
+    # process to start could otherwise drain all 300 before the second one claims any.
+    jobs = enqueue_many(record_run, [{"log": str(log), "until_processes": 2} for _ in range(300)])
     supervisor = workers("--processes", "2", "--concurrency", "2", "--burst")
 
     assert supervisor.wait(timeout=60) == 0, supervisor.stderr

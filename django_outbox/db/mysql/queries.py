@@ -38,6 +38,7 @@ from ...models import CLAIMABLE, Job, JobDependency, JobStatus
 from ..base import (
     ClaimKind,
     DatabaseQueries,
+    Heartbeat,
     HeldBack,
     InsertedJobs,
     LimitedCandidate,
@@ -115,12 +116,24 @@ WHERE id = %s AND lease_token = %s AND status = '{JobStatus.RUNNING}'
 """
 
 # A batch: the rows whose lease still holds are read (locked) first, for want of RETURNING.
+# By the primary key, as every statement that changes a running job's row reads it: InnoDB
+# locks the index entries a statement reads, in the order it reads them, and a read through the
+# index of (status, id) locks that entry before the row, where an outcome's UPDATE (by id) holds
+# the row and then needs that entry (it changes the status): a deadlock, and the job's whole
+# transaction, handler's writes included, was its victim as often as not.
 HELD_LEASES_SQL = f"""
-SELECT id, lease_token FROM {TABLE}
+SELECT id, lease_token FROM {TABLE} FORCE INDEX (PRIMARY)
 WHERE id IN ({{ids}}) AND status = '{JobStatus.RUNNING}' AND NOT cancel_requested
 FOR UPDATE SKIP LOCKED
 """
 MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})"
+
+# The heartbeat: the leases it may extend are locked first (by the primary key, see above),
+# passing over rows another transaction holds, so that a row lock never makes it wait.
+EXTENDABLE_LEASES_SQL = HELD_LEASES_SQL
+EXTEND_LEASES_SQL = f"""
+UPDATE {TABLE} SET lease_expires_at = {NOW} + INTERVAL %s MICROSECOND WHERE id IN ({{ids}})
+"""
 
 # One job, as the ORM's save() would insert it, for a fraction of its Python; times are the
 # database's clock in UTC (a column's default, CURRENT_TIMESTAMP, is the session's time zone).
@@ -486,6 +499,28 @@ FOR UPDATE SKIP LOCKED
                     (),
                 )
         return held
+
+    def extend_leases(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], lease_seconds: float
+    ) -> Heartbeat:
+        tokens = {job.id: job.lease_token for job in jobs}
+        ids = ", ".join(str(int(job_id)) for job_id in tokens)
+        with self._short_transaction(connection):
+            _, rows = self.execute(connection, EXTENDABLE_LEASES_SQL.format(ids=ids), ())
+            extended = {
+                job_id
+                for job_id, token in rows
+                if token is not None and _as_uuid(token) == tokens[job_id]
+            }
+            if extended:
+                self.execute(
+                    connection,
+                    EXTEND_LEASES_SQL.format(ids=", ".join(str(job_id) for job_id in extended)),
+                    [round(lease_seconds * 1_000_000)],
+                )
+        if len(extended) == len(jobs):
+            return Heartbeat()
+        return self._heartbeat_missed(connection, jobs, extended)
 
     def bound_lock_waits(
         self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""

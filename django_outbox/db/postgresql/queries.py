@@ -421,16 +421,7 @@ class PostgreSQLQueries(DatabaseQueries):
         extended = {row[0] for row in rows}
         if len(extended) == len(jobs):
             return Heartbeat()
-        still_held = self.still_held(connection, jobs)
-        skipped = still_held.keys() - extended
-        return Heartbeat(
-            lost=frozenset(ids) - still_held.keys(),
-            cancel_requested=frozenset(job_id for job_id in skipped if still_held[job_id][0]),
-            locked=frozenset(job_id for job_id in skipped if not still_held[job_id][0]),
-            expired=frozenset(
-                job_id for job_id in skipped if not still_held[job_id][0] and still_held[job_id][1]
-            ),
-        )
+        return self._heartbeat_missed(connection, jobs, extended)
 
     def still_held(
         self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob]
