@@ -9,7 +9,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from django.db import connections, transaction
 from django.dispatch import Signal
@@ -50,6 +50,8 @@ logger = logging.getLogger(__name__)
 #: How long an atomic job is run again, within its attempt, while SQLite reports the database
 #: locked, before the lock error counts as the attempt's failure.
 LOCKED_RETRY_SECONDS = 10.0
+
+T = TypeVar("T")
 
 BROKEN_TRANSACTION = (
     "The handler caught a database error inside the job's transaction without rolling back to "
@@ -336,14 +338,18 @@ def _fail(
         # Django's TaskResult.errors lists every failed attempt; the backend bounds a Django
         # task's attempts (ERROR_HISTORY_MAX), so keeping them all stays bounded.
         history_limit = max(history_limit, job.max_attempts)
-    status = record_failure(
-        job_id=job.id,
-        lease_token=job.lease_token,
-        attempt=job.attempts,
-        worker_id=job.worker_id,
-        failure=Failure(error=error, traceback=trace, retry_in=retry_in),
-        history_limit=history_limit,
-        using=using,
+    failure = Failure(error=error, traceback=trace, retry_in=retry_in)
+    status = _recorded(
+        job,
+        lambda: record_failure(
+            job_id=job.id,
+            lease_token=job.lease_token,
+            attempt=job.attempts,
+            worker_id=job.worker_id,
+            failure=failure,
+            history_limit=history_limit,
+            using=using,
+        ),
     )
     if status is None:
         log_job(logger, logging.WARNING, job, "lease lost", "failure not recorded: %s", error)
@@ -352,6 +358,15 @@ def _fail(
         details = "retry_in=%.1fs error=%s"
         return report(job, task, Outcome.RETRYING, details, retry_in, error, error=error)
     return report(job, task, Outcome.FAILED, "error=%s", error, error=error)
+
+
+def _recorded(job: ClaimedJob, write: Callable[[], T]) -> T:
+    """Run ``write``, an outcome's short transaction, again while the database says it met a
+    lock (SQLite's busy write lock, a MariaDB deadlock): it rolled back whole, and the outcome
+    is the attempt's, which a lease left to expire would cost."""
+    return retry_while_locked(
+        write, give_up_after=LOCKED_RETRY_SECONDS, stopping=lambda: job.lease_lost
+    )
 
 
 def _lease_held(job: ClaimedJob, recorded: bool, what: str) -> bool:
@@ -374,7 +389,7 @@ def _snooze(
         trace = "".join(traceback.format_exception(snooze))
         return _fail(job, task, error, trace, using, history_limit, fallback)
     seconds = float(snooze.seconds)
-    if not _lease_held(job, record_snooze(job, seconds, using), "snooze"):
+    if not _lease_held(job, _recorded(job, lambda: record_snooze(job, seconds, using)), "snooze"):
         return Outcome.LEASE_LOST
     return report(job, task, Outcome.SNOOZED, "seconds=%g", seconds, seconds=seconds)
 
@@ -397,7 +412,9 @@ def _rate_limited(
         return _fail(job, task, error, trace, using, history_limit, fallback)
     seconds = float(limited.retry_after)
     scope = pause(using, job, seconds, limited.per)
-    if not _lease_held(job, record_snooze(job, seconds, using), "rate limit"):
+    if not _lease_held(
+        job, _recorded(job, lambda: record_snooze(job, seconds, using)), "rate limit"
+    ):
         return Outcome.LEASE_LOST
     return report(
         job, task, Outcome.SNOOZED, "rate_limited=%s seconds=%g", scope, seconds, seconds=seconds
@@ -406,7 +423,7 @@ def _rate_limited(
 
 def _halt(job: ClaimedJob, task: Task, halt: Halt, using: str) -> Outcome:
     reason = halt.reason if isinstance(halt.reason, str) else repr(halt.reason)
-    if not _lease_held(job, record_halt(job, reason, using), "halt"):
+    if not _lease_held(job, _recorded(job, lambda: record_halt(job, reason, using)), "halt"):
         return Outcome.LEASE_LOST
     return report(job, task, Outcome.HALTED, "reason=%s", reason, reason=reason)
 
@@ -423,7 +440,7 @@ def _cancel_note(task: Task, job: ClaimedJob) -> str:
 def _cancel(
     job: ClaimedJob, task: Task | None, using: str, note: str, history_limit: int
 ) -> Outcome:
-    recorded = record_cancelled(job, using, note, history_limit)
+    recorded = _recorded(job, lambda: record_cancelled(job, using, note, history_limit))
     if not _lease_held(job, recorded, "cancellation"):
         return Outcome.LEASE_LOST
     return report(job, task, Outcome.CANCELLED)

@@ -132,6 +132,15 @@ def waits_for_test(payload):
     lease_lost_seen.append(current_job().lease_lost)
 
 
+@task(max_attempts=1)
+def fails_when_told(payload):
+    """Wait like waits_for_test (writing nothing), then fail."""
+    handler_started.set()
+    if not handler_may_finish.wait(timeout=30):
+        raise TimeoutError("the test never let the handler finish")
+    raise RuntimeError("failed when told")
+
+
 @task
 def records_order(payload):
     Note.objects.create(text=payload["label"])

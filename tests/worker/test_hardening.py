@@ -172,6 +172,36 @@ def test_the_worker_outlives_a_database_locked_longer_than_its_busy_timeout(
     assert not worker.stopping
 
 
+def test_a_failure_met_by_the_write_lock_is_recorded_once_the_lock_is_free(
+    short_busy_timeout, worker_thread
+):
+    """The failure's short transaction meets "database is locked" (another connection holds
+    the write lock past the busy timeout): it is written again until the lock is free, rather
+    than left to the lease's expiry, which would cost the job an attempt it never made."""
+    tasks.handler_started.clear()
+    tasks.handler_may_finish.clear()
+    job = tasks.fails_when_told.enqueue({})
+    locker = connections.create_connection("default")
+    locker.settings_dict = dict(connection.settings_dict)
+    worker = worker_thread(concurrency=1)
+    assert tasks.handler_started.wait(10)
+    with locker.cursor() as cursor:
+        cursor.execute("BEGIN IMMEDIATE")
+    try:
+        tasks.handler_may_finish.set()
+        time.sleep(1.0)  # several writes of the failure meet "database is locked"
+        assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    finally:
+        with locker.cursor() as cursor:
+            cursor.execute("ROLLBACK")
+        locker.close()
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.FAILED, timeout=15)
+    row = Job.objects.get(pk=job.pk)
+    assert row.attempts == 1
+    assert [entry["error"] for entry in row.errors] == ["RuntimeError: failed when told"]
+    assert not worker.stopping
+
+
 @pytest.mark.parametrize("locked", ["before the worker starts", "while it claims"])
 def test_a_stop_does_not_wait_out_the_busy_timeout_of_a_worker_blocked_by_the_write_lock(
     locked, worker_thread, caplog
