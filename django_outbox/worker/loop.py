@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import secrets
 import socket
 import threading
@@ -46,6 +45,7 @@ from .held_jobs import HeldJobs
 from .job_logs import log_job
 from .maintenance import Maintenance
 from .pacing import RetryPacing
+from .ready_jobs import ReadyJobs
 from .registration import Registration
 from .relay_thread import RelayThread
 from .runner import Outcome, report_cancelled, report_succeeded, run_job
@@ -141,7 +141,7 @@ class Worker:
         queries_for(connections[self.using]).configure_worker_connections(connections[self.using])
         self.stats = WorkerStats()
         self.held = HeldJobs(self.capacity)
-        self._ready: queue.Queue[ClaimedJob | None] = queue.Queue()
+        self._ready = ReadyJobs()
         self._wake = threading.Event()
         # Whether a finished job should wake the loop at once rather than at its next poll.
         self._wake_on_completion = True
@@ -443,8 +443,7 @@ class Worker:
             # worker's all the same (their leases say so), to run rather than leave to expire.
             self.held.add(jobs)
             self.stats.claimed += len(jobs)
-            for job in jobs:
-                self._ready.put(job)
+            self._ready.put_claimed(jobs)
         return jobs
 
     def _limited_retry_in(self) -> float:
