@@ -148,26 +148,33 @@ def short_busy_timeout() -> Iterator[None]:
     connection.close()
 
 
+@contextlib.contextmanager
+def write_locked() -> Iterator[None]:
+    """Hold SQLite's write lock from another connection until the block ends."""
+    locker = connections.create_connection("default")
+    locker.settings_dict = dict(connection.settings_dict)
+    with locker.cursor() as cursor:
+        cursor.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        with locker.cursor() as cursor:
+            cursor.execute("ROLLBACK")
+        locker.close()
+
+
 def test_the_worker_outlives_a_database_locked_longer_than_its_busy_timeout(
     short_busy_timeout, worker_thread
 ):
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's single write lock")
-    locker = connections.create_connection("default")
-    locker.settings_dict = dict(connection.settings_dict)
     job = tasks.noop.enqueue({})
-    with locker.cursor() as cursor:
-        cursor.execute("BEGIN IMMEDIATE")
-    try:
+    with write_locked():
         thread_count = threading.active_count()
         worker = worker_thread(concurrency=1)
         time.sleep(1.5)  # several claims meet "database is locked"
         assert threading.active_count() > thread_count
         assert Job.objects.get(pk=job.pk).status == JobStatus.READY
-    finally:
-        with locker.cursor() as cursor:
-            cursor.execute("ROLLBACK")
-        locker.close()
     wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED, timeout=20)
     assert not worker.stopping
 
@@ -181,20 +188,12 @@ def test_a_failure_met_by_the_write_lock_is_recorded_once_the_lock_is_free(
     tasks.handler_started.clear()
     tasks.handler_may_finish.clear()
     job = tasks.fails_when_told.enqueue({})
-    locker = connections.create_connection("default")
-    locker.settings_dict = dict(connection.settings_dict)
     worker = worker_thread(concurrency=1)
     assert tasks.handler_started.wait(10)
-    with locker.cursor() as cursor:
-        cursor.execute("BEGIN IMMEDIATE")
-    try:
+    with write_locked():
         tasks.handler_may_finish.set()
         time.sleep(1.0)  # several writes of the failure meet "database is locked"
         assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
-    finally:
-        with locker.cursor() as cursor:
-            cursor.execute("ROLLBACK")
-        locker.close()
     wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.FAILED, timeout=15)
     row = Job.objects.get(pk=job.pk)
     assert row.attempts == 1

@@ -128,9 +128,8 @@ FOR UPDATE SKIP LOCKED
 """
 MARK_MANY_SUCCEEDED_SQL = f"UPDATE {TABLE} {SUCCEEDED_SET} WHERE id IN ({{ids}})"
 
-# The heartbeat: the leases it may extend are locked first (by the primary key, see above),
-# passing over rows another transaction holds, so that a row lock never makes it wait.
-EXTENDABLE_LEASES_SQL = HELD_LEASES_SQL
+# The heartbeat: the leases it may extend are locked first (HELD_LEASES_SQL, by the primary
+# key), passing over rows another transaction holds, so that a row lock never makes it wait.
 EXTEND_LEASES_SQL = f"""
 UPDATE {TABLE} SET lease_expires_at = {NOW} + INTERVAL %s MICROSECOND WHERE id IN ({{ids}})
 """
@@ -481,11 +480,29 @@ FOR UPDATE SKIP LOCKED
     ) -> set[int]:
         if not jobs:
             return set()
+        # Rows another transaction has locked are passed over (the completer tries them again
+        # later), as are those cancel() asked to stop.
+        return self._update_held(connection, jobs, MARK_MANY_SUCCEEDED_SQL, ())
+
+    def extend_leases(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], lease_seconds: float
+    ) -> Heartbeat:
+        extended = self._update_held(
+            connection, jobs, EXTEND_LEASES_SQL, [round(lease_seconds * 1_000_000)]
+        )
+        if len(extended) == len(jobs):
+            return Heartbeat()
+        return self._heartbeat_missed(connection, jobs, extended)
+
+    def _update_held(
+        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], update: str, params: Any
+    ) -> set[int]:
+        """Lock the rows of ``jobs`` whose attempts still hold them, but those locked by
+        another transaction and those cancel() asked to stop (``HELD_LEASES_SQL``); run
+        ``update`` (its ``{ids}`` theirs) on them; return their ids."""
         tokens = {job.id: job.lease_token for job in jobs}
         ids = ", ".join(str(int(job_id)) for job_id in tokens)
         with self._short_transaction(connection):
-            # Rows another transaction has locked are passed over (the completer tries them
-            # again later), as are those cancel() asked to stop.
             _, rows = self.execute(connection, HELD_LEASES_SQL.format(ids=ids), ())
             held = {
                 job_id
@@ -493,34 +510,9 @@ FOR UPDATE SKIP LOCKED
                 if token is not None and _as_uuid(token) == tokens[job_id]
             }
             if held:
-                self.execute(
-                    connection,
-                    MARK_MANY_SUCCEEDED_SQL.format(ids=", ".join(str(job_id) for job_id in held)),
-                    (),
-                )
+                held_ids = ", ".join(str(job_id) for job_id in held)
+                self.execute(connection, update.format(ids=held_ids), params)
         return held
-
-    def extend_leases(
-        self, connection: BaseDatabaseWrapper, jobs: Sequence[ClaimedJob], lease_seconds: float
-    ) -> Heartbeat:
-        tokens = {job.id: job.lease_token for job in jobs}
-        ids = ", ".join(str(int(job_id)) for job_id in tokens)
-        with self._short_transaction(connection):
-            _, rows = self.execute(connection, EXTENDABLE_LEASES_SQL.format(ids=ids), ())
-            extended = {
-                job_id
-                for job_id, token in rows
-                if token is not None and _as_uuid(token) == tokens[job_id]
-            }
-            if extended:
-                self.execute(
-                    connection,
-                    EXTEND_LEASES_SQL.format(ids=", ".join(str(job_id) for job_id in extended)),
-                    [round(lease_seconds * 1_000_000)],
-                )
-        if len(extended) == len(jobs):
-            return Heartbeat()
-        return self._heartbeat_missed(connection, jobs, extended)
 
     def bound_lock_waits(
         self, connection: BaseDatabaseWrapper, seconds: float, worker_id: str = ""
