@@ -442,3 +442,29 @@ class TestPlansAtScale:
         # The page after really follows the first.
         response = admin_client.get(reverse(CHANGELIST) + cl.next_page_query)
         assert response.context["cl"].result_list[0].pk not in {job.pk for job in cl.result_list}
+
+    def test_a_queue_of_a_few_old_jobs_is_read_along_its_own_index(self, admin_client):
+        """Its list and count read (queue, id), not the table from the newest job back."""
+        old = [make_succeeded(tasks.noop.enqueue()) for _ in range(3)]
+        Job.objects.filter(pk__in=[job.pk for job in old]).update(queue="rare")
+        load_finished_jobs(60_000)
+        cl = changelist(admin_client, {"queue": "rare"})
+        assert {job.pk for job in cl.result_list} == {job.pk for job in old}
+        assert str(cl.result_count) == "3"
+        for queryset in (cl.queryset[: JobAdmin.list_per_page + 1], cl.queryset.order_by()):
+            nodes = plan_nodes(queryset)
+            kinds = [kind for kind, _ in nodes]
+            assert "Seq Scan" not in kinds, nodes
+            assert "outbox_job_queue" in [name for _, name in nodes], nodes
+
+    def test_an_error_search_reads_the_jobs_with_an_error_only(self, admin_client):
+        """A search that matches nothing reads the index of jobs with an error, not every job."""
+        load_finished_jobs(60_000)
+        cl = changelist(admin_client, {"q": "error:no such error"})
+        assert list(cl.result_list) == []
+        assert str(cl.result_count) == "0"
+        for queryset in (cl.queryset[: JobAdmin.list_per_page + 1], cl.queryset.order_by()):
+            nodes = plan_nodes(queryset)
+            kinds = [kind for kind, _ in nodes]
+            assert "Seq Scan" not in kinds, nodes
+            assert "outbox_job_with_error" in [name for _, name in nodes], nodes
