@@ -39,6 +39,7 @@ from ..jobs.control import cancel_jobs, resume_jobs
 from ..jobs.transitions import RETRYABLE, retry_failed
 from ..models import CANCELLABLE, CLAIMABLE, FINISHED, Job, JobStatus
 from . import bulk, history, job_views, times
+from .error_search import error_search
 from .filters import (
     QueueFilter,
     SchedulingFilter,
@@ -547,12 +548,7 @@ class JobAdmin(JobModelAdmin):
             return queryset.none(), False
         if term[: len(ERROR_SEARCH_PREFIX)].lower() == ERROR_SEARCH_PREFIX:
             text = term[len(ERROR_SEARCH_PREFIX) :].strip()
-            if not text:
-                return queryset, False
-            # No empty error holds the text: the condition of the index of jobs with an error,
-            # which the list then reads instead of every job (SQLite uses a partial index only
-            # for a query that repeats its condition).
-            return queryset.exclude(last_error="").filter(last_error__icontains=text), False
+            return (error_search(queryset, text) if text else queryset), False
         if term[: len(KEY_SEARCH_PREFIX)].lower() == KEY_SEARCH_PREFIX:
             key = term[len(KEY_SEARCH_PREFIX) :].strip()
             if not key:

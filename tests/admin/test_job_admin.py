@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import django_outbox
+from django_outbox.admin import error_search
 from django_outbox.admin.job_admin import SEARCH_MAX_LENGTH, JobAdmin
 from django_outbox.models import Job, JobStatus
 from tests.admin.helpers import (
@@ -285,6 +286,24 @@ class TestSearch:
         assert listed(search(admin_client, "ERROR:  Disk Full ")[0]) == {disk.pk}
         # The prefix alone searches nothing.
         assert len(listed(search(admin_client, "error:")[0])) == 2
+
+    @pytest.mark.parametrize("few_matches", [0, 1_000])
+    def test_an_error_search_finds_the_same_jobs_along_any_index(
+        self, admin_client, monkeypatch, few_matches
+    ):
+        """Along the trigram index (few matches) or in the list's order (many), on every
+        database: the jobs whose error holds the text, past errors included."""
+        monkeypatch.setattr(error_search, "FEW_MATCHES", few_matches)
+        disk = make_failed(tasks.always_fails.enqueue(), error="OSError: Disk full on /var")
+        fixed = make_succeeded(tasks.noop.enqueue())
+        Job.objects.filter(pk=fixed.pk).update(last_error="OSError: disk FULL")
+        make_failed(tasks.always_fails.enqueue(), error="ValueError: bad address")
+        tasks.noop.enqueue()
+        assert listed(search(admin_client, "error:disk full")[0]) == {disk.pk, fixed.pk}
+        assert listed(search(admin_client, "error:no such error")[0]) == set()
+        assert listed(search(admin_client, "error:disk full", status__exact="failed")[0]) == {
+            disk.pk
+        }
 
     def test_a_key_search_finds_the_jobs_of_a_lock_fair_or_unique_key(self, admin_client):
         locked = tasks.noop.enqueue(lock="tenant-7")

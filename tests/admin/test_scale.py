@@ -457,8 +457,8 @@ class TestPlansAtScale:
             assert "Seq Scan" not in kinds, nodes
             assert "outbox_job_queue" in [name for _, name in nodes], nodes
 
-    def test_an_error_search_reads_the_jobs_with_an_error_only(self, admin_client):
-        """A search that matches nothing reads the index of jobs with an error, not every job."""
+    def test_an_error_search_that_matches_nothing_reads_the_trigram_index(self, admin_client):
+        """Not every job's error: the trigram index (migration 0021) rules them all out."""
         load_finished_jobs(60_000)
         cl = changelist(admin_client, {"q": "error:no such error"})
         assert list(cl.result_list) == []
@@ -467,4 +467,14 @@ class TestPlansAtScale:
             nodes = plan_nodes(queryset)
             kinds = [kind for kind, _ in nodes]
             assert "Seq Scan" not in kinds, nodes
-            assert "outbox_job_with_error" in [name for _, name in nodes], nodes
+            assert "outbox_job_error_trigrams" in [name for _, name in nodes], nodes
+
+    def test_an_error_search_that_many_jobs_match_is_read_in_the_lists_order(self, admin_client):
+        """Not along the trigram index: its first page is near along the primary key."""
+        load_finished_jobs(60_000)
+        cl = changelist(admin_client, {"q": "error:boom"})
+        assert len(cl.result_list) == JobAdmin.list_per_page
+        nodes = plan_nodes(cl.queryset[: JobAdmin.list_per_page + 1])
+        names = [name for _, name in nodes]
+        assert "outbox_job_error_trigrams" not in names, nodes
+        assert "django_outbox_job_pkey" in names, nodes
