@@ -315,6 +315,8 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
             {"status__exact": "failed", "q": "error:customer"},
         ),
         ("search errors, no match", changelist, {"q": "error:no such error"}),
+        # One failed job's error (the job in the middle of the table, when --rows is even).
+        ("search errors, one match", changelist, {"q": f"error:(order {rows // 2 // 50 * 50})"}),
         ("due jobs (dashboard link)", changelist, {"waiting": "due"}),
         ("dashboard", reverse("admin:django_outbox_dashboard_changelist"), {}),
         ("dashboard's live refresh", reverse("admin:django_outbox_dashboard_live"), {}),
@@ -353,6 +355,7 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
         "queue with 3 jobs",
         "search failed errors, with count",
         "search errors, no match",
+        "search errors, one match",
     ):
         url, params = by_name[name]
         with_index, with_queries, _, _ = timed(client, url, params)

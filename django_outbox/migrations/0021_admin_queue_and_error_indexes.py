@@ -68,7 +68,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name="job",
-            index=models.Index(models.F("queue"), models.F("id"), name="outbox_job_queue"),
+            index=models.Index(fields=["queue", "id"], name="outbox_job_queue"),
         ),
         migrations.RunPython(create_error_trigram_index, drop_error_trigram_index),
     ]
