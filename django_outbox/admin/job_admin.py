@@ -548,7 +548,9 @@ class JobAdmin(JobModelAdmin):
             return queryset.none(), False
         if term[: len(ERROR_SEARCH_PREFIX)].lower() == ERROR_SEARCH_PREFIX:
             text = term[len(ERROR_SEARCH_PREFIX) :].strip()
-            return (error_search(queryset, text) if text else queryset), False
+            if not text:
+                return queryset, False
+            return error_search(queryset, text, self.get_ordering(request)), False
         if term[: len(KEY_SEARCH_PREFIX)].lower() == KEY_SEARCH_PREFIX:
             key = term[len(KEY_SEARCH_PREFIX) :].strip()
             if not key:

@@ -287,12 +287,14 @@ class TestSearch:
         # The prefix alone searches nothing.
         assert len(listed(search(admin_client, "error:")[0])) == 2
 
-    @pytest.mark.parametrize("few_matches", [0, 1_000])
+    @pytest.mark.parametrize(("quick", "few_matches"), [(True, 1_000), (False, 1_000), (False, 0)])
     def test_an_error_search_finds_the_same_jobs_along_any_index(
-        self, admin_client, monkeypatch, few_matches
+        self, admin_client, monkeypatch, quick, few_matches
     ):
-        """Along the trigram index (few matches) or in the list's order (many), on every
-        database: the jobs whose error holds the text, past errors included."""
+        """In the list's order (its first page quick, or many matches) or along the trigram
+        index (few matches), on every database: the jobs whose error holds the text, past
+        errors included."""
+        monkeypatch.setattr(error_search, "first_page_is_quick", lambda *arguments: quick)
         monkeypatch.setattr(error_search, "FEW_MATCHES", few_matches)
         disk = make_failed(tasks.always_fails.enqueue(), error="OSError: Disk full on /var")
         fixed = make_succeeded(tasks.noop.enqueue())
