@@ -9,6 +9,7 @@ from django.utils import timezone
 import django_outbox
 from django_outbox.admin import error_search
 from django_outbox.admin.job_admin import SEARCH_MAX_LENGTH, JobAdmin
+from django_outbox.db.time_limits import query_time_limit
 from django_outbox.models import Job, JobStatus
 from tests.admin.helpers import (
     BIG_COLUMNS,
@@ -421,6 +422,20 @@ class TestSearch:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT 1 WHERE {SLOW_CONDITION[connection.vendor]}")
             assert list(cursor.fetchall()) == [(1,)]
+
+    @pytest.mark.postgresql
+    def test_a_serial_time_limit_runs_without_parallel_workers_and_puts_them_back(self):
+        def setting(name):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting(%s)", [name])
+                return cursor.fetchone()[0]
+
+        before = setting("max_parallel_workers_per_gather")
+        with query_time_limit(connection.alias, 0.5, serial=True):
+            assert setting("max_parallel_workers_per_gather") == "0"
+            assert setting("statement_timeout") == "500ms"
+        assert setting("max_parallel_workers_per_gather") == before
+        assert statement_timeout() == "0"
 
 
 #: A condition that takes about a second (PostgreSQL) or several (SQLite) to evaluate.
