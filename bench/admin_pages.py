@@ -42,6 +42,9 @@ from scratch import (
 DATABASE = "outbox_admin_pages"
 RUNS = 7
 RARE_QUEUE = "rare"
+# The admin's indexes of migration 0021 (a queue's list, the search of errors), which the
+# script measures with and without.
+NEW_INDEXES = ("outbox_job_queue", "outbox_job_error_trigrams")
 # The newest 2,013 jobs are the backlog and the running and halted ones; the pages need failed
 # jobs older than them (every 50th), so a few more.
 MIN_ROWS = 2_100
@@ -312,6 +315,8 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
             {"status__exact": "failed", "q": "error:customer"},
         ),
         ("search errors, no match", changelist, {"q": "error:no such error"}),
+        # One failed job's error (the job in the middle of the table, when --rows is even).
+        ("search errors, one match", changelist, {"q": f"error:(order {rows // 2 // 50 * 50})"}),
         ("due jobs (dashboard link)", changelist, {"waiting": "due"}),
         ("dashboard", reverse("admin:django_outbox_dashboard_changelist"), {}),
         ("dashboard's live refresh", reverse("admin:django_outbox_dashboard_live"), {}),
@@ -340,12 +345,47 @@ def run_pages(rows: int, load_rows: bool, explain: bool) -> None:
                 if "django_outbox_job" in query["sql"] and not query["sql"].startswith("EXPLAIN"):
                     print_plan(connection, query["sql"])
     print()
+    print("A/B: the lists the indexes of migration 0021 serve, with them and without them")
+    print("(dropped in a transaction that is rolled back), in turns:")
+    print(f"{'page':<36} {'with':>9} {'without':>9}   ms, medians; queries ms with / without")
+    by_name = {name: (url, params) for name, url, params in cases}
+    for name in (
+        "list, no filter",
+        f"queue {queue}",
+        "queue with 3 jobs",
+        "search failed errors, with count",
+        "search errors, no match",
+        "search errors, one match",
+    ):
+        url, params = by_name[name]
+        with_index, with_queries, _, _ = timed(client, url, params)
+        with without_indexes(NEW_INDEXES):
+            without, without_queries, _, _ = timed(client, url, params)
+        line = f"{name:<36} {ms(statistics.median(with_index)):>9} "
+        line += f"{ms(statistics.median(without)):>9}   "
+        line += f"{ms(statistics.median(with_queries))} / {ms(statistics.median(without_queries))}"
+        print(line)
+    print()
     print("The same lists with the list of Django's defaults (the admin before its rework):")
     with admin_of_django_defaults():
         for name, url, params in cases[:1] + cases[2:4] + cases[7:9]:
             seconds, in_queries, status, _ = timed(client, url, params)
             line = f"{name:<36} {ms(statistics.median(seconds)):>9} {ms(max(seconds)):>7} "
             print(line + f"{ms(statistics.median(in_queries)):>10}   HTTP {status}")
+
+
+@contextmanager
+def without_indexes(names: tuple[str, ...]) -> Iterator[None]:
+    """Drop the indexes ``names`` for the block, in a transaction rolled back at its end (the
+    table stays locked meanwhile: a scratch database's)."""
+    from django.db import connection, transaction
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            for name in names:
+                cursor.execute(f"DROP INDEX {name}")
+        yield
+        transaction.set_rollback(True)
 
 
 @contextmanager

@@ -39,6 +39,7 @@ from ..jobs.control import cancel_jobs, resume_jobs
 from ..jobs.transitions import RETRYABLE, retry_failed
 from ..models import CANCELLABLE, CLAIMABLE, FINISHED, Job, JobStatus
 from . import bulk, history, job_views, times
+from .error_search import error_search
 from .filters import (
     QueueFilter,
     SchedulingFilter,
@@ -547,7 +548,9 @@ class JobAdmin(JobModelAdmin):
             return queryset.none(), False
         if term[: len(ERROR_SEARCH_PREFIX)].lower() == ERROR_SEARCH_PREFIX:
             text = term[len(ERROR_SEARCH_PREFIX) :].strip()
-            return (queryset.filter(last_error__icontains=text) if text else queryset), False
+            if not text:
+                return queryset, False
+            return error_search(queryset, text, self.get_ordering(request)), False
         if term[: len(KEY_SEARCH_PREFIX)].lower() == KEY_SEARCH_PREFIX:
             key = term[len(KEY_SEARCH_PREFIX) :].strip()
             if not key:

@@ -116,6 +116,11 @@ class DatabaseReports:
         where it has none."""
         return None
 
+    def has_error_trigram_index(self, connection: BaseDatabaseWrapper) -> bool:
+        """Whether the jobs' errors have the trigram index that the admin's error search can
+        read (PostgreSQL with pg_trgm: migration 0021 builds it where it can)."""
+        return False
+
     def oldest_transaction(self, connection: BaseDatabaseWrapper) -> OpenTransaction | None:
         """The oldest transaction open in another session (``has_vacuum`` databases)."""
         raise NotImplementedError

@@ -19,28 +19,34 @@ MYSQL_EXECUTION_TIMEOUT = 3024
 
 
 @contextmanager
-def query_time_limit(using: str, seconds: float) -> Iterator[None]:
+def query_time_limit(using: str, seconds: float, *, serial: bool = False) -> Iterator[None]:
     """Stop any query on ``using`` that runs longer than ``seconds``, with OperationalError.
 
     PostgreSQL: ``statement_timeout`` for the length of a transaction (each query gets
-    ``seconds``). SQLite: a progress handler that interrupts the running statement once
+    ``seconds``); with ``serial``, no parallel workers either, for a query expected to be
+    stopped: one with workers ends only once they have (25 ms later on a loaded machine, for a
+    limit of 20). SQLite: a progress handler that interrupts the running statement once
     ``seconds`` have passed since entry. MariaDB: ``max_statement_time`` for the session
     within the block; MySQL: ``max_execution_time`` (its SELECTs only).
     """
     connection = connections[using]
     if connection.vendor == "postgresql":
+        settings = {"statement_timeout": f"{seconds * 1000:.0f}"}
+        if serial:
+            settings["max_parallel_workers_per_gather"] = "0"
         with transaction.atomic(using=using):
+            previous = {}
             with connection.cursor() as cursor:
                 # set_config(..., true) is SET LOCAL that takes a parameter: it ends with the
                 # transaction, or with the savepoint when the request runs in ATOMIC_REQUESTS.
-                cursor.execute("SELECT current_setting('statement_timeout')")
-                previous = cursor.fetchone()[0]
-                cursor.execute(
-                    "SELECT set_config('statement_timeout', %s, true)", [f"{seconds * 1000:.0f}"]
-                )
+                for name, value in settings.items():
+                    cursor.execute("SELECT current_setting(%s)", [name])
+                    previous[name] = cursor.fetchone()[0]
+                    cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
             yield
             with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+                for name, value in previous.items():
+                    cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
     elif connection.vendor == "sqlite":
         connection.ensure_connection()
         raw = connection.connection

@@ -7,7 +7,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 import django_outbox
+from django_outbox.admin import error_search
 from django_outbox.admin.job_admin import SEARCH_MAX_LENGTH, JobAdmin
+from django_outbox.db.time_limits import query_time_limit
 from django_outbox.models import Job, JobStatus
 from tests.admin.helpers import (
     BIG_COLUMNS,
@@ -286,6 +288,26 @@ class TestSearch:
         # The prefix alone searches nothing.
         assert len(listed(search(admin_client, "error:")[0])) == 2
 
+    @pytest.mark.parametrize(("quick", "few_matches"), [(True, 1_000), (False, 1_000), (False, 0)])
+    def test_an_error_search_finds_the_same_jobs_along_any_index(
+        self, admin_client, monkeypatch, quick, few_matches
+    ):
+        """In the list's order (its first page quick, or many matches) or along the trigram
+        index (few matches), on every database: the jobs whose error holds the text, past
+        errors included."""
+        monkeypatch.setattr(error_search, "first_page_is_quick", lambda *arguments: quick)
+        monkeypatch.setattr(error_search, "FEW_MATCHES", few_matches)
+        disk = make_failed(tasks.always_fails.enqueue(), error="OSError: Disk full on /var")
+        fixed = make_succeeded(tasks.noop.enqueue())
+        Job.objects.filter(pk=fixed.pk).update(last_error="OSError: disk FULL")
+        make_failed(tasks.always_fails.enqueue(), error="ValueError: bad address")
+        tasks.noop.enqueue()
+        assert listed(search(admin_client, "error:disk full")[0]) == {disk.pk, fixed.pk}
+        assert listed(search(admin_client, "error:no such error")[0]) == set()
+        assert listed(search(admin_client, "error:disk full", status__exact="failed")[0]) == {
+            disk.pk
+        }
+
     def test_a_key_search_finds_the_jobs_of_a_lock_fair_or_unique_key(self, admin_client):
         locked = tasks.noop.enqueue(lock="tenant-7")
         fair = tasks.noop.enqueue(fair_key="tenant-7")
@@ -400,6 +422,20 @@ class TestSearch:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT 1 WHERE {SLOW_CONDITION[connection.vendor]}")
             assert list(cursor.fetchall()) == [(1,)]
+
+    @pytest.mark.postgresql
+    def test_a_serial_time_limit_runs_without_parallel_workers_and_puts_them_back(self):
+        def setting(name):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting(%s)", [name])
+                return cursor.fetchone()[0]
+
+        before = setting("max_parallel_workers_per_gather")
+        with query_time_limit(connection.alias, 0.5, serial=True):
+            assert setting("max_parallel_workers_per_gather") == "0"
+            assert setting("statement_timeout") == "500ms"
+        assert setting("max_parallel_workers_per_gather") == before
+        assert statement_timeout() == "0"
 
 
 #: A condition that takes about a second (PostgreSQL) or several (SQLite) to evaluate.

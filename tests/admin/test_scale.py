@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from django_outbox.admin import error_search
 from django_outbox.admin.filters import queue_choices, task_choices
 from django_outbox.admin.job_admin import JobAdmin
 from django_outbox.admin.paging import Cursor, JobPaginator, Ordering, estimated_rows
@@ -442,3 +443,43 @@ class TestPlansAtScale:
         # The page after really follows the first.
         response = admin_client.get(reverse(CHANGELIST) + cl.next_page_query)
         assert response.context["cl"].result_list[0].pk not in {job.pk for job in cl.result_list}
+
+    def test_a_queue_of_a_few_old_jobs_is_read_along_its_own_index(self, admin_client):
+        """Its list and count read (queue, id), not the table from the newest job back."""
+        old = [make_succeeded(tasks.noop.enqueue()) for _ in range(3)]
+        Job.objects.filter(pk__in=[job.pk for job in old]).update(queue="rare")
+        load_finished_jobs(60_000)
+        cl = changelist(admin_client, {"queue": "rare"})
+        assert {job.pk for job in cl.result_list} == {job.pk for job in old}
+        assert str(cl.result_count) == "3"
+        for queryset in (cl.queryset[: JobAdmin.list_per_page + 1], cl.queryset.order_by()):
+            nodes = plan_nodes(queryset)
+            kinds = [kind for kind, _ in nodes]
+            assert "Seq Scan" not in kinds, nodes
+            assert "outbox_job_queue" in [name for _, name in nodes], nodes
+
+    def test_an_error_search_that_matches_nothing_reads_the_trigram_index(
+        self, admin_client, monkeypatch
+    ):
+        """Not every job's error: the trigram index (migration 0021) rules them all out, once
+        the list's order did not find a first page in time (1 ms: at 60,000 jobs, a few ms)."""
+        monkeypatch.setattr(error_search, "LIST_ORDER_TIME_LIMIT", 0.001)
+        load_finished_jobs(60_000)
+        cl = changelist(admin_client, {"q": "error:no such error"})
+        assert list(cl.result_list) == []
+        assert str(cl.result_count) == "0"
+        for queryset in (cl.queryset[: JobAdmin.list_per_page + 1], cl.queryset.order_by()):
+            nodes = plan_nodes(queryset)
+            kinds = [kind for kind, _ in nodes]
+            assert "Seq Scan" not in kinds, nodes
+            assert "outbox_job_error_trigrams" in [name for _, name in nodes], nodes
+
+    def test_an_error_search_that_many_jobs_match_is_read_in_the_lists_order(self, admin_client):
+        """Not along the trigram index: its first page is near along the primary key."""
+        load_finished_jobs(60_000)
+        cl = changelist(admin_client, {"q": "error:boom"})
+        assert len(cl.result_list) == JobAdmin.list_per_page
+        nodes = plan_nodes(cl.queryset[: JobAdmin.list_per_page + 1])
+        names = [name for _, name in nodes]
+        assert "outbox_job_error_trigrams" not in names, nodes
+        assert "django_outbox_job_pkey" in names, nodes

@@ -131,3 +131,29 @@ def test_the_claim_indexes_order_priority_descending():
         definition = index_definition(name)
         assert definition is not None
         assert '"priority" DESC' in definition or "priority DESC" in definition
+
+
+def test_every_database_lists_a_queue_along_its_own_index():
+    """MariaDB too: outbox_job_queue is declared by columns, which it builds."""
+    assert table_indexes()["outbox_job_queue"]["columns"] == ["queue", "id"]
+
+
+@pytest.mark.postgresql
+def test_postgresql_has_the_error_searchs_trigram_index_of_jobs_with_an_error():
+    """Built by migration 0021 where pg_trgm may be created (the test user may)."""
+    from django_outbox.db import reports_for
+
+    definition = index_definition("outbox_job_error_trigrams")
+    assert definition is not None
+    assert "USING gin (upper(last_error)" in definition
+    assert "gin_trgm_ops" in definition
+    assert "WHERE (NOT (last_error = ''::text))" in definition
+    assert reports_for(connection).has_error_trigram_index(connection)
+
+
+def test_other_databases_have_no_trigram_index():
+    if connection.vendor == "postgresql":
+        pytest.skip("PostgreSQL has it")
+    from django_outbox.db import reports_for
+
+    assert not reports_for(connection).has_error_trigram_index(connection)

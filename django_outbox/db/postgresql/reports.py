@@ -33,6 +33,10 @@ FROM pg_stat_activity
 WHERE datname = current_database() AND application_name = ANY(%s) AND wait_event_type = 'Lock'
 ORDER BY query_start
 """
+#: The trigram index of the jobs' errors (migration 0021 builds it where pg_trgm is there).
+ERROR_TRIGRAM_INDEX = "outbox_job_error_trigrams"
+#: Whether an index of that name exists where the job table's name resolves.
+INDEX_EXISTS_SQL = "SELECT to_regclass(%s) IS NOT NULL"
 DEAD_TUPLES_SQL = """
 SELECT n_live_tup, n_dead_tup, EXTRACT(EPOCH FROM now() - GREATEST(last_autovacuum, last_vacuum))
 FROM pg_stat_user_tables WHERE relid = %s::regclass
@@ -96,6 +100,12 @@ class PostgreSQLReports(DatabaseReports):
     def estimated_rows(self, queryset: QuerySet[Any]) -> int | None:
         # EXPLAIN plans the query without running it: about a millisecond.
         return _planned_rows(queryset.order_by().explain(format="json"))
+
+    def has_error_trigram_index(self, connection: BaseDatabaseWrapper) -> bool:
+        # Asked at each search (a catalog lookup): the index may be built or dropped later.
+        with connection.cursor() as cursor:
+            cursor.execute(INDEX_EXISTS_SQL, [ERROR_TRIGRAM_INDEX])
+            return bool(cursor.fetchone()[0])
 
     def oldest_transaction(self, connection: BaseDatabaseWrapper) -> OpenTransaction | None:
         with connection.cursor() as cursor:
