@@ -76,6 +76,14 @@ class HeldBack:
     task_keys: frozenset[tuple[str, str]] = frozenset()
     queue_keys: frozenset[tuple[str, str]] = frozenset()
 
+    def __or__(self, other: HeldBack) -> HeldBack:
+        return HeldBack(
+            tasks=self.tasks | other.tasks,
+            queues=self.queues | other.queues,
+            task_keys=self.task_keys | other.task_keys,
+            queue_keys=self.queue_keys | other.queue_keys,
+        )
+
 
 #: What a statement gave: the number of rows it changed, and the rows it returned.
 Result = tuple[int, list[Sequence[Any]]]
@@ -232,6 +240,31 @@ class DatabaseQueries:
         of ``paused_retries``
         (``limited.limited_candidates`` serves databases that read its SQL as written)."""
         raise NotImplementedError
+
+    def claim_limited_batch(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> list[tuple[ClaimedJob, str]]:
+        """Claim the first ``limit`` limited jobs ``limited_candidates`` would return, as they
+        are, their limits left for the caller to check; return each with its limit key.
+        Concurrent claimers pass over each other's jobs.
+
+        This default serves a database with one writer at a time (SQLite): no other claim
+        can read the same candidates before this one's transaction commits.
+        """
+        candidates = self.limited_candidates(
+            connection, queues, paused_retries, held_back, limit, excluded_queues
+        )
+        keys = {candidate.id: candidate.limit_key for candidate in candidates}
+        jobs = self.claim_chosen(connection, worker_id, list(keys), lease_seconds) if keys else []
+        return [(job, keys[job.id]) for job in jobs]
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
         """Return the database's clock now, in seconds since the epoch: the clock that leases
