@@ -153,6 +153,10 @@ class DatabaseQueries:
     #: claim compares ``run_at`` with it (for statements shared by both databases).
     placeholder: ClassVar[str]
     due_by: ClassVar[str]
+    #: The database's clock as leases are compared with it, and in seconds since the epoch
+    #: (``database_seconds``).
+    clock: ClassVar[str]
+    clock_seconds: ClassVar[str]
 
     def execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement on ``connection``; return (rows changed, rows returned)."""

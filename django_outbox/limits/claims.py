@@ -52,15 +52,7 @@ from .declared import (
     limits_of,
     scopes_of,
 )
-from .state import (
-    Buckets,
-    Use,
-    blocked_states,
-    locked_states,
-    running_use,
-    scope_of,
-    take_tokens,
-)
+from .state import Buckets, Use, locked_states, read_limits, scope_of, take_tokens
 
 #: Candidates a careful claim reads per job asked for: room to pass over jobs whose limits
 #: fill up during the choice, beyond those already held back in the query.
@@ -142,14 +134,12 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
     room held jobs back from it."""
     connection = connections[using]
     queries = queries_for(connection)
-    now = queries.database_seconds(connection)
     # The rows short of tokens for a whole batch, not just of one: a rate that allows fewer
     # jobs than asked for is left to the careful claim.
-    blocked = blocked_states(using, now, short_of=ask.count)
-    use = running_use(using)
-    buckets = Buckets(blocked, now)
-    held_back = _held_back(use, buckets, claim)
-    short = _short_of_room(ask.count, use, buckets)
+    first = read_limits(using, short_of=ask.count)
+    buckets = Buckets(first.rows, first.now)
+    held_back = _held_back(first.use, buckets, claim)
+    short = _short_of_room(ask.count, first.use, buckets)
     claimed = queries.claim_limited_batch(
         connection,
         ask.worker_id,
@@ -167,13 +157,12 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
         # Waiting for keys' rows too: this claim's jobs are chosen already, and every claim
         # locks in one order.
         locked = locked_states(using, counted, skip_keyed=False) if counted else []
-        if not queries.one_writer:
-            # Under the locks: every claim that held them has committed, and this claim's
-            # own jobs count as running.
-            use = running_use(using)
-            now = queries.database_seconds(connection)
-        buckets = Buckets([*blocked, *locked], now)
-        _check(claimed, limits, use, buckets, locked, counted_own=not queries.one_writer)
+        # Under the locks: every claim that held them has committed, and this claim's own
+        # jobs count as running (where this transaction holds the only write lock, the first
+        # read is exact).
+        again = first if queries.one_writer else read_limits(using, short_of=ask.count)
+        buckets = Buckets([*first.rows, *again.rows, *locked], again.now)
+        _check(claimed, limits, again.use, buckets, locked, counted_own=again is not first)
         claim.jobs = jobs
         take_tokens(using, jobs, limits, buckets)
     return short != HeldBack()
@@ -257,10 +246,8 @@ def _claim_carefully(using: str, ask: _Ask) -> LimitedClaim:
     claim = LimitedClaim()
     # Keep this transaction short: it holds the limits' rows (on SQLite, the write lock).
     with queries.write_transaction(connection):
-        now = queries.database_seconds(connection)
-        blocked = blocked_states(using, now)
-        use = running_use(using)
-        held_back = _held_back(use, Buckets(blocked, now), claim)
+        first = read_limits(using)
+        held_back = _held_back(first.use, Buckets(first.rows, first.now), claim)
         window = max(WINDOW_MIN, WINDOW_PER_JOB * ask.count)
         candidates = queries.limited_candidates(
             connection, ask.queues, ask.paused_retries, held_back, window, ask.excluded_queues
@@ -271,15 +258,12 @@ def _claim_carefully(using: str, ask: _Ask) -> LimitedClaim:
         counted = {limit.scope for found in limits.values() for limit in found}
         locked = locked_states(using, counted) if counted else []
         # Under the locks, the counts include every claim that held them before (where this
-        # transaction holds the only write lock, they did already). Pauses come from the first
-        # read: one written since holds jobs back from the next claim.
-        if not queries.one_writer:
-            use = running_use(using)
-            # The clock read before waiting for the locks may be behind the last refill.
-            now = queries.database_seconds(connection)
-        buckets = Buckets([*blocked, *locked], now)
+        # transaction holds the only write lock, they did already), and the clock is not
+        # behind their refills. Tokens come from the locked rows alone.
+        again = first if queries.one_writer else read_limits(using)
+        buckets = Buckets([*first.rows, *again.rows, *locked], again.now)
         locked_scopes = {scope_of(row) for row in locked}
-        chosen = _choose(candidates, limits, use, buckets, locked_scopes, ask.count, claim)
+        chosen = _choose(candidates, limits, again.use, buckets, locked_scopes, ask.count, claim)
         if not chosen:
             return claim
         claim.jobs = queries.claim_chosen(

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
+from django.db import connections
 from django.db.models import Count, Q
 from django.db.models.functions import Now
 
 from ..claimed import ClaimedJob
+from ..db import queries_for
+from ..db.limited import limits_read_sql
 from ..models import Job, JobStatus, LimitState
 from .buckets import refilled
 from .declared import Limit, Scope, scopes_of
@@ -67,17 +71,51 @@ class Buckets:
         return refilled(limit.rate, row.tokens, row.refilled_at, self.now)
 
 
-def blocked_states(using: str, now: float, short_of: int = 1) -> list[LimitState]:
-    """The limits' rows that may hold jobs back: paused, or with fewer than ``short_of``
-    tokens (as last written; refilled since, they may hold more)."""
-    return list(
-        LimitState.objects.using(using)
-        .filter(Q(paused_until__gt=now) | Q(tokens__lt=short_of))
-        # Along the unique index: the worker's claim connection plans without sequential
-        # scans (PostgreSQL), and a "disabled" scan of a table without a usable index costs
-        # so much that the query would be JIT-compiled.
-        .order_by("kind", "name", "key")
+@dataclass
+class LimitsRead:
+    """What ``read_limits`` read: the database's clock (seconds), the limits' rows that may
+    hold jobs back, and the jobs running under each limit."""
+
+    now: float
+    rows: list[LimitState]
+    use: Use
+
+
+def read_limits(using: str, short_of: int = 1) -> LimitsRead:
+    """Read the clock, the limits' rows paused or with fewer than ``short_of`` tokens (as
+    last written; refilled since, they may hold more), and the jobs running (whose lease has
+    not expired), in one statement: a claim reads them once or twice, on its hot path."""
+    connection = connections[using]
+    queries = queries_for(connection)
+    sql = limits_read_sql(
+        queries.placeholder, queries.clock, queries.clock_seconds, connection.ops.quote_name
     )
+    _, rows = queries.execute(connection, sql, [short_of])
+    now = 0.0
+    states: list[LimitState] = []
+    groups: Counter[tuple[str, str, str | None]] = Counter()
+    for what, number, first, second, third, *floats in rows:
+        if what == "clock":
+            now = float(floats[0])
+        elif what == "limit":
+            tokens, refilled_at, paused_until = (
+                None if value is None else float(value) for value in floats
+            )
+            row = LimitState(
+                id=number,
+                kind=first,
+                name=second,
+                key=third,
+                tokens=tokens,
+                refilled_at=refilled_at,
+                paused_until=paused_until,
+            )
+            row._state.adding = False
+            row._state.db = using
+            states.append(row)
+        else:
+            groups[(first, second, third)] += int(number)
+    return LimitsRead(now, states, Use(groups))
 
 
 def locked_states(using: str, scopes: set[Scope], *, skip_keyed: bool = True) -> list[LimitState]:

@@ -235,6 +235,9 @@ class MySQLQueries(DatabaseQueries):
     vendor: ClassVar[str] = "mysql"
     placeholder: ClassVar[str] = "%s"
     due_by: ClassVar[str] = NOW
+    clock: ClassVar[str] = NOW
+    # UNIX_TIMESTAMP() reads NOW() in the session's time zone: the epoch, whatever it is.
+    clock_seconds: ClassVar[str] = "UNIX_TIMESTAMP(NOW(6))"
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         # Django's cursor: mysqlclient has no server-side prepared statements to gain from.
@@ -483,8 +486,7 @@ FOR UPDATE SKIP LOCKED
         return with_lookup_hints(sql), params
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
-        # UNIX_TIMESTAMP() reads NOW() in the session's time zone: the epoch, whatever it is.
-        _, rows = self.execute(connection, "SELECT UNIX_TIMESTAMP(NOW(6))", ())
+        _, rows = self.execute(connection, f"SELECT {self.clock_seconds}", ())
         return float(rows[0][0])
 
     def waiting_kinds(

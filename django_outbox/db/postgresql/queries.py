@@ -280,6 +280,9 @@ class PostgreSQLQueries(DatabaseQueries):
     placeholder: ClassVar[str] = "%s"
     # Not now(): inside the enqueuer's transaction that is when the transaction began.
     due_by: ClassVar[str] = "statement_timestamp()"
+    # The statement's time, not now(): inside a transaction that is when it began.
+    clock: ClassVar[str] = "statement_timestamp()"
+    clock_seconds: ClassVar[str] = "extract(epoch FROM statement_timestamp())"
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement; prepared when the project allows prepared statements.
@@ -454,8 +457,7 @@ class PostgreSQLQueries(DatabaseQueries):
         )
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
-        # The statement's time, not now(): inside a transaction that is when it began.
-        _, rows = self.execute(connection, "SELECT extract(epoch FROM statement_timestamp())", ())
+        _, rows = self.execute(connection, f"SELECT {self.clock_seconds}", ())
         return float(rows[0][0])
 
     def extend_leases(

@@ -108,6 +108,9 @@ class SQLiteQueries(DatabaseQueries):
     one_writer: ClassVar[bool] = True
     placeholder: ClassVar[str] = "?"
     due_by: ClassVar[str] = DUE_BY
+    clock: ClassVar[str] = NOW
+    # julianday() has millisecond precision, as SQLite's clock.
+    clock_seconds: ClassVar[str] = "(julianday('now') - 2440587.5) * 86400.0"
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         # On the sqlite3 connection itself, with ? placeholders: Django's cursor would rewrite
@@ -187,8 +190,7 @@ class SQLiteQueries(DatabaseQueries):
         )
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
-        # julianday() has millisecond precision, as SQLite's clock.
-        _, rows = self.execute(connection, "SELECT (julianday('now') - 2440587.5) * 86400.0", ())
+        _, rows = self.execute(connection, f"SELECT {self.clock_seconds}", ())
         return float(rows[0][0])
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
