@@ -52,7 +52,15 @@ from .declared import (
     limits_of,
     scopes_of,
 )
-from .state import Buckets, Use, locked_states, read_limits, scope_of, take_tokens
+from .state import (
+    Buckets,
+    LimitsRead,
+    Use,
+    locked_states,
+    read_limits,
+    scope_of,
+    take_tokens,
+)
 
 #: Candidates a careful claim reads per job asked for: room to pass over jobs whose limits
 #: fill up during the choice, beyond those already held back in the query.
@@ -134,12 +142,20 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
     room held jobs back from it."""
     connection = connections[using]
     queries = queries_for(connection)
-    # The rows short of tokens for a whole batch, not just of one: a rate that allows fewer
-    # jobs than asked for is left to the careful claim.
-    first = read_limits(using, short_of=ask.count)
-    buckets = Buckets(first.rows, first.now)
-    held_back = _held_back(first.use, buckets, claim)
-    short = _short_of_room(ask.count, first.use, buckets)
+    first: LimitsRead | None = None
+    known_count, known_short = _room_known.pop(using, (0, HeldBack()))
+    if known_count >= ask.count:
+        # The last batch left no limit used up, and these with room for less than a batch
+        # this large: nothing else to hold back but what its check, under the locks, would
+        # find (it then rolls back).
+        held_back, short = HeldBack(), known_short
+    else:
+        # The rows short of tokens for a whole batch, not just of one: a rate that allows
+        # fewer jobs than asked for is left to the careful claim.
+        first = read_limits(using, short_of=ask.count)
+        buckets = Buckets(first.rows, first.now)
+        held_back = _held_back(first.use, buckets, claim)
+        short = _short_of_room(ask.count, first.use, buckets)
     claimed = queries.claim_limited_batch(
         connection,
         ask.worker_id,
@@ -160,12 +176,25 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
         # Under the locks: every claim that held them has committed, and this claim's own
         # jobs count as running (where this transaction holds the only write lock, the first
         # read is exact).
-        again = first if queries.one_writer else read_limits(using, short_of=ask.count)
-        buckets = Buckets([*first.rows, *again.rows, *locked], again.now)
-        _check(claimed, limits, again.use, buckets, locked, counted_own=again is not first)
+        if queries.one_writer and first is not None:
+            again, counted_own = first, False
+        else:
+            again, counted_own = read_limits(using, short_of=ask.count), True
+        buckets = Buckets([*(first.rows if first else []), *again.rows, *locked], again.now)
+        _check(claimed, limits, again.use, buckets, locked, counted_own)
         claim.jobs = jobs
         take_tokens(using, jobs, limits, buckets)
+        if not counted_own:
+            again.use.add(claimed)
+        if _held_back(again.use, buckets, LimitedClaim()) == HeldBack():
+            _room_known[using] = (ask.count, _short_of_room(ask.count, again.use, buckets))
     return short != HeldBack()
+
+
+#: By database alias, what the last batch's check found once its jobs ran and its tokens
+#: were taken, where no limit was used up: the size of that batch, and the limits with room
+#: for less. The next batch then need not read the limits before it claims.
+_room_known: dict[str, tuple[int, HeldBack]] = {}
 
 
 def _short_of_room(count: int, use: Use, buckets: Buckets) -> HeldBack:

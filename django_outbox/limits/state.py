@@ -31,6 +31,12 @@ class Use:
     def __getitem__(self, scope: Scope) -> int:
         return self.by_scope[scope]
 
+    def add(self, claimed: Iterable[tuple[ClaimedJob, str]]) -> None:
+        """Count ``claimed`` jobs (each with its limit key) as running too."""
+        for job, key in claimed:
+            for scope in scopes_of(job.task_name, job.queue, key):
+                self.by_scope[scope] += 1
+
 
 def running_use(using: str) -> Use:
     rows = (
