@@ -94,8 +94,9 @@ def limited_candidates(
 
 def limits_read_sql(p: str, clock: str, clock_seconds: str, quote: Callable[[str], str]) -> str:
     """What a limited claim reads of its limits, in one statement: the clock (seconds since
-    the epoch), the limits' rows paused or with fewer tokens than the parameter (as last
-    written), and the jobs running, counted by task, queue and limit key.
+    the epoch), the limits' rows of whole tasks and queues and those paused or with fewer
+    tokens than the parameter (as last written), and the jobs running, counted by task, queue
+    and limit key.
 
     For placeholder ``p``, clocks ``clock`` and ``clock_seconds``, and ``quote`` for names
     (``key`` is a reserved word in MariaDB). Each row starts with what it is: "clock" (the
@@ -107,7 +108,7 @@ def limits_read_sql(p: str, clock: str, clock_seconds: str, quote: Callable[[str
 SELECT 'clock', NULL, NULL, NULL, NULL, {clock_seconds}, NULL, NULL
 UNION ALL
 SELECT 'limit', id, kind, name, {key}, tokens, refilled_at, paused_until FROM {LIMITS_TABLE}
-WHERE paused_until > {clock_seconds} OR tokens < {p}
+WHERE {key} = '' OR paused_until > {clock_seconds} OR tokens < {p}
 UNION ALL
 SELECT 'running', COUNT(*), task_name, queue, limit_key, NULL, NULL, NULL FROM {TABLE}
 WHERE status = '{JobStatus.RUNNING}' AND lease_expires_at > {clock}

@@ -150,8 +150,8 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
         # find (it then rolls back).
         held_back, short = HeldBack(), known_short
     else:
-        # The rows short of tokens for a whole batch, not just of one: a rate that allows
-        # fewer jobs than asked for is left to the careful claim.
+        # The whole tasks' and queues' rows too, not only those short of a token: a rate
+        # near its end is left to the careful claim.
         first = read_limits(using, short_of=ask.count)
         buckets = Buckets(first.rows, first.now)
         held_back = _held_back(first.use, buckets, claim)
@@ -198,33 +198,18 @@ _room_known: dict[str, tuple[int, HeldBack]] = {}
 
 
 def _short_of_room(count: int, use: Use, buckets: Buckets) -> HeldBack:
-    """The declared limits with room for some jobs but fewer than ``count``: of a whole task
-    or queue, or of its keys (every key's, where a key's cap or bucket is that small)."""
+    """The declared limits that a batch of ``count`` would bring near their end: with room
+    for some jobs, but not for the batch with half the cap or half the bucket to spare; and
+    every per-key limit. The careful claim takes their jobs: it starts jobs under the limits'
+    locks (the timing a rate at work needs), and skips keys another claim is choosing."""
     wholes: dict[str, set[str]] = {TASK: set(), QUEUE: set()}
-    keys: dict[str, set[tuple[str, str]]] = {TASK: set(), QUEUE: set()}
     for limit in declared_limits():
         scope = limit.scope
-        if scope.key != ANY_KEY:
-            if 0 < _room(limit, use[scope], buckets) < count:
-                wholes[scope.kind].add(scope.name)
-            continue
-        if (limit.cap is not None and limit.cap < count) or (
-            limit.rate is not None and limit.rate.burst < count
-        ):
+        running = use[scope]
+        near_end = _room(limit, running, buckets) > 0 and _spare(limit, running, buckets) < count
+        if scope.key == ANY_KEY or near_end:
             wholes[scope.kind].add(scope.name)
-            continue
-        # Keys with jobs running, or with a bucket short of tokens: all others have room.
-        for key_scope in {*use.by_scope, *buckets.rows}:
-            if key_scope.kind == scope.kind and key_scope.name == scope.name and key_scope.key:
-                key_limit = dataclasses.replace(limit, scope=key_scope)
-                if 0 < _room(key_limit, use[key_scope], buckets) < count:
-                    keys[scope.kind].add((scope.name, key_scope.key))
-    return HeldBack(
-        tasks=frozenset(wholes[TASK]),
-        queues=frozenset(wholes[QUEUE]),
-        task_keys=frozenset(keys[TASK]),
-        queue_keys=frozenset(keys[QUEUE]),
-    )
+    return HeldBack(tasks=frozenset(wholes[TASK]), queues=frozenset(wholes[QUEUE]))
 
 
 def _room(limit: Limit, running: int, buckets: Buckets) -> float:
@@ -235,6 +220,16 @@ def _room(limit: Limit, running: int, buckets: Buckets) -> float:
     if limit.rate is not None:
         room = min(room, buckets.tokens(limit))
     return room
+
+
+def _spare(limit: Limit, running: int, buckets: Buckets) -> float:
+    """How many more jobs ``limit`` lets start now with half its cap and bucket left."""
+    spare = float("inf")
+    if limit.cap is not None:
+        spare = limit.cap / 2 - running
+    if limit.rate is not None:
+        spare = min(spare, buckets.tokens(limit) - limit.rate.burst / 2)
+    return spare
 
 
 def _check(

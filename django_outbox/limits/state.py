@@ -88,9 +88,10 @@ class LimitsRead:
 
 
 def read_limits(using: str, short_of: int = 1) -> LimitsRead:
-    """Read the clock, the limits' rows paused or with fewer than ``short_of`` tokens (as
-    last written; refilled since, they may hold more), and the jobs running (whose lease has
-    not expired), in one statement: a claim reads them once or twice, on its hot path."""
+    """Read the clock, the limits' rows of whole tasks and queues and those paused or with
+    fewer than ``short_of`` tokens (as last written; refilled since, they may hold more), and
+    the jobs running (whose lease has not expired), in one statement: a claim reads them once
+    or twice, on its hot path."""
     connection = connections[using]
     queries = queries_for(connection)
     sql = limits_read_sql(
