@@ -5,14 +5,15 @@ lease not expired: a dead worker's job holds its place until its lease expires, 
 and the limits paused or short of tokens; what is used up is held back in the claim's SQL, so
 that a capped key's backlog does not hide the jobs behind it. Then one of two ways:
 
-- **A batch**, where every limit has room for the whole claim (a drain under limits it does
-  not reach): the first runnable jobs are claimed as a plain claim would (concurrent claims
-  pass over each other's rows), then the rows of their limits are locked (``LimitState``, in
-  one order, created if missing), the running jobs counted again, this claim's among them,
-  and the tokens taken. Claims of one limit take turns only for those last statements. Had
+- **A batch**, where limits are far from their end (a drain under limits it does not
+  reach): the first runnable jobs are claimed as a plain claim would (concurrent claims pass
+  over each other's rows), then the rows of their limits are locked (``LimitState``, in one
+  order, created if missing), the running jobs counted again, this claim's among them, and
+  the tokens taken. Claims of one limit take turns only for those last statements. Had
   concurrent claims together gone past a limit, the batch rolls back, and the claim is made
-  the careful way. Limits with room for some jobs but not a whole claim are held back from
-  the batch and left to a careful claim when the batch comes back short.
+  the careful way. Per-key limits, and limits a batch would leave with less than half their
+  cap or bucket, are held back from the batch and left to a careful claim when the batch
+  comes back short (in the same transaction when it found nothing).
 - **Carefully**, one job at a time: read candidates in the claim's order (fair ones by
   round); lock the rows of their limits, claims of one whole task's or queue's limit taking
   turns across every worker and host, a key's row held by another claim skipped (that claim
@@ -188,6 +189,10 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
             again.use.add(claimed)
         if _held_back(again.use, buckets, LimitedClaim()) == HeldBack():
             _room_known[using] = (ask.count, _short_of_room(ask.count, again.use, buckets))
+    elif short != HeldBack():
+        # Nothing locked yet: the careful claim goes on in this transaction, on its read.
+        _claim_each(using, ask, claim, first or read_limits(using))
+        return False
     return short != HeldBack()
 
 
@@ -270,31 +275,38 @@ def _claim_carefully(using: str, ask: _Ask) -> LimitedClaim:
     claim = LimitedClaim()
     # Keep this transaction short: it holds the limits' rows (on SQLite, the write lock).
     with queries.write_transaction(connection):
-        first = read_limits(using)
-        held_back = _held_back(first.use, Buckets(first.rows, first.now), claim)
-        window = max(WINDOW_MIN, WINDOW_PER_JOB * ask.count)
-        candidates = queries.limited_candidates(
-            connection, ask.queues, ask.paused_retries, held_back, window, ask.excluded_queues
-        )
-        if not candidates:
-            return claim
-        limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
-        counted = {limit.scope for found in limits.values() for limit in found}
-        locked = locked_states(using, counted) if counted else []
-        # Under the locks, the counts include every claim that held them before (where this
-        # transaction holds the only write lock, they did already), and the clock is not
-        # behind their refills. Tokens come from the locked rows alone.
-        again = first if queries.one_writer else read_limits(using)
-        buckets = Buckets([*first.rows, *again.rows, *locked], again.now)
-        locked_scopes = {scope_of(row) for row in locked}
-        chosen = _choose(candidates, limits, again.use, buckets, locked_scopes, ask.count, claim)
-        if not chosen:
-            return claim
-        claim.jobs = queries.claim_chosen(
-            connection, ask.worker_id, [c.id for c in chosen], ask.lease_seconds
-        )
-        take_tokens(using, claim.jobs, limits, buckets)
+        _claim_each(using, ask, claim, read_limits(using))
     return claim
+
+
+def _claim_each(using: str, ask: _Ask, claim: LimitedClaim, first: LimitsRead) -> None:
+    """The careful claim's steps, in the caller's transaction, after its ``first`` read."""
+    connection = connections[using]
+    queries = queries_for(connection)
+    held_back = _held_back(first.use, Buckets(first.rows, first.now), claim)
+    window = max(WINDOW_MIN, WINDOW_PER_JOB * ask.count)
+    candidates = queries.limited_candidates(
+        connection, ask.queues, ask.paused_retries, held_back, window, ask.excluded_queues
+    )
+    if not candidates:
+        return
+    limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
+    counted = {limit.scope for found in limits.values() for limit in found}
+    locked = locked_states(using, counted) if counted else []
+    # Under the locks, the counts include every claim that held them before (where this
+    # transaction holds the only write lock, they did already), and the clock is not
+    # behind their refills. Tokens come from the locked rows alone.
+    again = first if queries.one_writer else read_limits(using)
+    buckets = Buckets([*first.rows, *again.rows, *locked], again.now)
+    locked_scopes = {scope_of(row) for row in locked}
+    chosen = _choose(candidates, limits, again.use, buckets, locked_scopes, ask.count, claim)
+    if not chosen:
+        return
+    jobs = queries.claim_chosen(
+        connection, ask.worker_id, [c.id for c in chosen], ask.lease_seconds
+    )
+    claim.jobs += jobs
+    take_tokens(using, jobs, limits, buckets)
 
 
 def _held_back(use: Use, buckets: Buckets, claim: LimitedClaim) -> HeldBack:
