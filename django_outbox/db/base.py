@@ -257,18 +257,9 @@ class DatabaseQueries:
         excluded_queues: Sequence[str] = (),
     ) -> list[tuple[ClaimedJob, str]]:
         """Claim the first ``limit`` limited jobs ``limited_candidates`` would return, as they
-        are, their limits left for the caller to check; return each with its limit key.
-        Concurrent claimers pass over each other's jobs.
-
-        This default serves a database with one writer at a time (SQLite): no other claim
-        can read the same candidates before this one's transaction commits.
-        """
-        candidates = self.limited_candidates(
-            connection, queues, paused_retries, held_back, limit, excluded_queues
-        )
-        keys = {candidate.id: candidate.limit_key for candidate in candidates}
-        jobs = self.claim_chosen(connection, worker_id, list(keys), lease_seconds) if keys else []
-        return [(job, keys[job.id]) for job in jobs]
+        are, their limits left for the caller to check under their locks; return each with
+        its limit key. Concurrent claimers pass over each other's jobs."""
+        raise NotImplementedError
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
         """Return the database's clock now, in seconds since the epoch: the clock that leases
