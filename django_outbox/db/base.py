@@ -76,6 +76,14 @@ class HeldBack:
     task_keys: frozenset[tuple[str, str]] = frozenset()
     queue_keys: frozenset[tuple[str, str]] = frozenset()
 
+    def __or__(self, other: HeldBack) -> HeldBack:
+        return HeldBack(
+            tasks=self.tasks | other.tasks,
+            queues=self.queues | other.queues,
+            task_keys=self.task_keys | other.task_keys,
+            queue_keys=self.queue_keys | other.queue_keys,
+        )
+
 
 #: What a statement gave: the number of rows it changed, and the rows it returned.
 Result = tuple[int, list[Sequence[Any]]]
@@ -145,6 +153,10 @@ class DatabaseQueries:
     #: claim compares ``run_at`` with it (for statements shared by both databases).
     placeholder: ClassVar[str]
     due_by: ClassVar[str]
+    #: The database's clock as leases are compared with it, and in seconds since the epoch
+    #: (``database_seconds``).
+    clock: ClassVar[str]
+    clock_seconds: ClassVar[str]
 
     def execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement on ``connection``; return (rows changed, rows returned)."""
@@ -231,6 +243,22 @@ class DatabaseQueries:
         in the limited claim's order, passing over those ``held_back`` names and retrying jobs
         of ``paused_retries``
         (``limited.limited_candidates`` serves databases that read its SQL as written)."""
+        raise NotImplementedError
+
+    def claim_limited_batch(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> list[tuple[ClaimedJob, str]]:
+        """Claim the first ``limit`` limited jobs ``limited_candidates`` would return, as they
+        are, their limits left for the caller to check under their locks; return each with
+        its limit key. Concurrent claimers pass over each other's jobs."""
         raise NotImplementedError
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:

@@ -8,16 +8,17 @@ placeholders and clock come from the vendor's queries.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..models import CLAIMABLE, Job
+from ..models import CLAIMABLE, Job, JobStatus, LimitState
 from .base import DatabaseQueries, HeldBack, LimitedCandidate
 from .rows import CLAIMS_LIMITED, queue_conditions
 
 TABLE = Job._meta.db_table
+LIMITS_TABLE = LimitState._meta.db_table
 _CLAIMABLE = ", ".join(f"'{status}'" for status in CLAIMABLE)
 #: The most used-up keys a claim names in its SQL; past it, candidates of the others are read
 #: and passed over in Python.
@@ -89,3 +90,27 @@ def limited_candidates(
     # Planned with the names at hand: the held-back list changes from claim to claim.
     _, rows = queries.execute_replanned(connection, sql, params)
     return [LimitedCandidate(*row) for row in rows]
+
+
+def limits_read_sql(p: str, clock: str, clock_seconds: str, quote: Callable[[str], str]) -> str:
+    """What a limited claim reads of its limits, in one statement: the clock (seconds since
+    the epoch), the limits' rows of whole tasks and queues and those paused or with fewer
+    tokens than the parameter (as last written), and the jobs running, counted by task, queue
+    and limit key.
+
+    For placeholder ``p``, clocks ``clock`` and ``clock_seconds``, and ``quote`` for names
+    (``key`` is a reserved word in MariaDB). Each row starts with what it is: "clock" (the
+    seconds in its sixth column), "limit" (id, kind, name, key, tokens, refilled_at,
+    paused_until) or "running" (count, task_name, queue, limit_key).
+    """
+    key = quote("key")
+    return f"""
+SELECT 'clock', NULL, NULL, NULL, NULL, {clock_seconds}, NULL, NULL
+UNION ALL
+SELECT 'limit', id, kind, name, {key}, tokens, refilled_at, paused_until FROM {LIMITS_TABLE}
+WHERE {key} = '' OR paused_until > {clock_seconds} OR tokens < {p}
+UNION ALL
+SELECT 'running', COUNT(*), task_name, queue, limit_key, NULL, NULL, NULL FROM {TABLE}
+WHERE status = '{JobStatus.RUNNING}' AND lease_expires_at > {clock}
+GROUP BY task_name, queue, limit_key
+"""

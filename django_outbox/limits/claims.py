@@ -1,45 +1,70 @@
 """The limited claim: limited jobs claimed within every cap and rate, across all workers.
 
-In one short transaction on the worker's connection:
+Each claim first reads, without locks, the jobs running under each limit (status running,
+lease not expired: a dead worker's job holds its place until its lease expires, no longer)
+and the limits paused or short of tokens; what is used up is held back in the claim's SQL, so
+that a capped key's backlog does not hide the jobs behind it. Then one of two ways:
 
-1. Count the jobs running under each limit (status running, lease not expired: a dead
-   worker's job holds its place until its lease expires, no longer), and read the limits
-   paused or out of tokens; what is used up is held back in the candidates' query, so that a
-   capped key's backlog does not hide the jobs behind it.
-2. Read candidates in the claim's order (fair ones by round).
-3. Lock the rows of the capped and rate-limited scopes among them (``LimitState``), in one
-   order, creating those missing. Claims of one whole task's or queue's limit take turns here
-   across every worker and host; a key's row held by another claim is skipped (that claim is
-   choosing the key's jobs), so claims spread over keys instead of queueing. (SQLite's write
-   lock, taken at BEGIN, serializes every claim anyway.)
-4. Count again under the locks (a claim that held them has committed), refill each bucket,
-   and choose candidates in order while each of their limits has room and a token.
-5. Claim the chosen jobs by id; take one token per job claimed from each of its buckets.
+- **A batch**, where limits are far from their end (a drain under limits it does not
+  reach): the first runnable jobs are claimed as a plain claim would (concurrent claims pass
+  over each other's rows), then the rows of their limits are locked (``LimitState``, in one
+  order, created if missing), the running jobs counted again, this claim's among them, and
+  the tokens taken. Claims of one limit take turns only for those last statements. Had
+  concurrent claims together gone past a limit, the batch rolls back, and the claim is made
+  the careful way. Per-key limits, and limits a batch would leave with less than half their
+  cap or bucket, are held back from the batch and left to a careful claim when the batch
+  comes back short (in the same transaction when it found nothing).
+- **Carefully**, one job at a time: read candidates in the claim's order (fair ones by
+  round); lock the rows of their limits, claims of one whole task's or queue's limit taking
+  turns across every worker and host, a key's row held by another claim skipped (that claim
+  is choosing the key's jobs), so that claims spread over keys instead of queueing; count
+  again under the locks, choose candidates in order while each of their limits has room and
+  a token, claim them by id, and take one token per job from each of its buckets.
 
-A job held back stays ready, with its attempts untouched, and is chosen by a later claim once
-its limits allow: when a running job ends (the next claim, at a completion or a poll) or a
-token comes (``LimitedClaim.retry_in`` says when).
+Either way, under the locks every claim that held them before has committed, so the counts
+are exact (SQLite's write lock, taken at BEGIN, serializes every claim anyway), and no limit
+is ever exceeded. A job held back stays ready, with its attempts untouched, and is chosen by
+a later claim once its limits allow: when a running job ends (the next claim, at a completion
+or a poll) or a token comes (``LimitedClaim.retry_in`` says when).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db import connections
-from django.db.models import Count, Q
-from django.db.models.functions import Now
 
 from ..claimed import ClaimedJob
 from ..db import queries_for
 from ..db.base import HeldBack, LimitedCandidate
-from ..models import Job, JobStatus, LimitState
-from .buckets import refilled, seconds_until_token
-from .declared import QUEUE, TASK, Limit, Scope, limit_on, limits_of, scopes_of
+from ..models import LimitState
+from .buckets import seconds_until_token
+from .declared import (
+    ANY_KEY,
+    QUEUE,
+    TASK,
+    Limit,
+    Scope,
+    declared_limits,
+    limit_on,
+    limits_of,
+    scopes_of,
+)
+from .state import (
+    Buckets,
+    LimitsRead,
+    Use,
+    locked_states,
+    read_limits,
+    scope_of,
+    take_tokens,
+)
 
-#: Candidates read per job asked for: room to pass over jobs whose limits fill up during the
-#: choice, beyond those already held back in the query.
+#: Candidates a careful claim reads per job asked for: room to pass over jobs whose limits
+#: fill up during the choice, beyond those already held back in the query.
 WINDOW_PER_JOB = 4
 WINDOW_MIN = 32
 
@@ -57,59 +82,235 @@ class LimitedClaim:
     def wait_at_most(self, seconds: float) -> None:
         self.retry_in = seconds if self.retry_in is None else min(self.retry_in, seconds)
 
-
-class _Use:
-    """Each scope's jobs running now, from the running jobs' (task, queue, key) counts."""
-
-    def __init__(self, groups: Counter[tuple[str, str, str | None]]) -> None:
-        self.by_scope: Counter[Scope] = Counter()
-        for (task_name, queue, key), running in groups.items():
-            for scope in scopes_of(task_name, queue, key or ""):
-                self.by_scope[scope] += running
-
-    def __getitem__(self, scope: Scope) -> int:
-        return self.by_scope[scope]
+    def add(self, other: LimitedClaim) -> None:
+        """Add what a later claim of the same round did."""
+        self.jobs += other.jobs
+        self.held_back = self.held_back or other.held_back
+        if other.retry_in is not None:
+            self.wait_at_most(other.retry_in)
 
 
-def running_use(using: str) -> _Use:
-    rows = (
-        Job.objects.using(using)
-        # Along outbox_job_lease: running jobs are few, however many wait.
-        .filter(status=JobStatus.RUNNING, lease_expires_at__gt=Now())
-        .values_list("task_name", "queue", "limit_key")
-        .annotate(running=Count("id"))
-        .order_by()
+@dataclass(frozen=True)
+class _Ask:
+    """What a claim asks for: up to ``count`` limited jobs of ``queues`` (all but
+    ``excluded_queues``; retrying ones of ``paused_retries`` left out), leased for
+    ``lease_seconds`` to ``worker_id``."""
+
+    worker_id: str
+    queues: Sequence[str] | None
+    count: int
+    lease_seconds: float
+    paused_retries: Sequence[str]
+    excluded_queues: Sequence[str]
+
+
+class _Overdrawn(Exception):
+    """A batch, counted under its limits' locks, went past one of them."""
+
+
+def claim_limited(
+    using: str,
+    worker_id: str,
+    queues: Sequence[str] | None,
+    count: int,
+    lease_seconds: float,
+    paused_retries: Sequence[str] = (),
+    *,
+    excluded_queues: Sequence[str] = (),
+) -> LimitedClaim:
+    """Claim up to ``count`` limited jobs of ``queues`` (all but ``excluded_queues``) that
+    every limit allows now."""
+    ask = _Ask(worker_id, queues, count, lease_seconds, paused_retries, excluded_queues)
+    claim = LimitedClaim()
+    connection = connections[using]
+    queries = queries_for(connection)
+    try:
+        # Keep this transaction short: it ends holding the limits' rows (on SQLite, the
+        # write lock throughout).
+        with queries.write_transaction(connection):
+            left_for_careful = _claim_batch(using, ask, claim)
+    except _Overdrawn:
+        # Rolled back: other claims took the room this one counted on.
+        claim, left_for_careful = LimitedClaim(), True
+    if left_for_careful and len(claim.jobs) < count:
+        claim.add(_claim_carefully(using, dataclasses.replace(ask, count=count - len(claim.jobs))))
+    return claim
+
+
+def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
+    """Claim a batch into ``claim`` within the limits with room for all of it (raise
+    ``_Overdrawn`` if concurrent claims took that room); return whether limits with less
+    room held jobs back from it."""
+    connection = connections[using]
+    queries = queries_for(connection)
+    first: LimitsRead | None = None
+    known_count, known_short = _room_known.pop(using, (0, HeldBack()))
+    if known_count >= ask.count:
+        # The last batch left no limit used up, and these with room for less than a batch
+        # this large: nothing else to hold back but what its check, under the locks, would
+        # find (it then rolls back).
+        held_back, short = HeldBack(), known_short
+    else:
+        # The whole tasks' and queues' rows too, not only those short of a token: a rate
+        # near its end is left to the careful claim.
+        first = read_limits(using, short_of=ask.count)
+        buckets = Buckets(first.rows, first.now)
+        held_back = _held_back(first.use, buckets, claim)
+        short = _short_of_room(ask.count, first.use, buckets)
+    claimed = queries.claim_limited_batch(
+        connection,
+        ask.worker_id,
+        ask.queues,
+        ask.paused_retries,
+        held_back | short,
+        ask.count,
+        ask.lease_seconds,
+        ask.excluded_queues,
     )
-    return _Use(Counter({(task, queue, key): running for task, queue, key, running in rows}))
+    if claimed:
+        jobs = [job for job, _ in claimed]
+        limits = {job.id: limits_of(job.task_name, job.queue, key) for job, key in claimed}
+        counted = {limit.scope for found in limits.values() for limit in found}
+        # Waiting for keys' rows too: this claim's jobs are chosen already, and every claim
+        # locks in one order.
+        locked = locked_states(using, counted, skip_keyed=False) if counted else []
+        # Under the locks: every claim that held them has committed, and this claim's own
+        # jobs count as running (where this transaction holds the only write lock, the first
+        # read is exact).
+        if queries.one_writer and first is not None:
+            again, counted_own = first, False
+        else:
+            again, counted_own = read_limits(using, short_of=ask.count), True
+        buckets = Buckets([*(first.rows if first else []), *again.rows, *locked], again.now)
+        _check(claimed, limits, again.use, buckets, locked, counted_own)
+        claim.jobs = jobs
+        take_tokens(using, jobs, limits, buckets)
+        if not counted_own:
+            again.use.add(claimed)
+        if _held_back(again.use, buckets, LimitedClaim()) == HeldBack():
+            _room_known[using] = (ask.count, _short_of_room(ask.count, again.use, buckets))
+    elif short != HeldBack():
+        # Nothing locked yet: the careful claim goes on in this transaction, on its read.
+        _claim_each(using, ask, claim, first or read_limits(using))
+        return False
+    return short != HeldBack()
 
 
-def _state(row: LimitState) -> Scope:
-    return Scope(row.kind, row.name, row.key)
+#: By database alias, what the last batch's check found once its jobs ran and its tokens
+#: were taken, where no limit was used up: the size of that batch, and the limits with room
+#: for less. The next batch then need not read the limits before it claims.
+_room_known: dict[str, tuple[int, HeldBack]] = {}
 
 
-class _Buckets:
-    """The limits' rows this claim read: pauses, and tokens refilled to now."""
-
-    def __init__(self, rows: Sequence[LimitState], now: float) -> None:
-        self.now = now
-        self.rows = {_state(row): row for row in rows}
-
-    def paused_for(self, scope: Scope) -> float:
-        row = self.rows.get(scope)
-        if row is None or row.paused_until is None:
-            return 0.0
-        return max(0.0, row.paused_until - self.now)
-
-    def tokens(self, limit: Limit) -> float:
-        assert limit.rate is not None
-        row = self.rows.get(limit.scope)
-        if row is None:
-            return float(limit.rate.burst)
-        return refilled(limit.rate, row.tokens, row.refilled_at, self.now)
+def _short_of_room(count: int, use: Use, buckets: Buckets) -> HeldBack:
+    """The declared limits that a batch of ``count`` would bring near their end: with room
+    for some jobs, but not for the batch with half the cap or half the bucket to spare; and
+    every per-key limit. The careful claim takes their jobs: it starts jobs under the limits'
+    locks (the timing a rate at work needs), and skips keys another claim is choosing."""
+    wholes: dict[str, set[str]] = {TASK: set(), QUEUE: set()}
+    for limit in declared_limits():
+        scope = limit.scope
+        running = use[scope]
+        near_end = _room(limit, running, buckets) > 0 and _spare(limit, running, buckets) < count
+        if scope.key == ANY_KEY or near_end:
+            wholes[scope.kind].add(scope.name)
+    return HeldBack(tasks=frozenset(wholes[TASK]), queues=frozenset(wholes[QUEUE]))
 
 
-def _held_back(use: _Use, buckets: _Buckets, claim: LimitedClaim) -> HeldBack:
-    """What the candidates' query leaves out: scopes at their cap, paused or out of tokens."""
+def _room(limit: Limit, running: int, buckets: Buckets) -> float:
+    """How many more jobs ``limit`` lets start now."""
+    room = float("inf")
+    if limit.cap is not None:
+        room = limit.cap - running
+    if limit.rate is not None:
+        room = min(room, buckets.tokens(limit))
+    return room
+
+
+def _spare(limit: Limit, running: int, buckets: Buckets) -> float:
+    """How many more jobs ``limit`` lets start now with half its cap and bucket left."""
+    spare = float("inf")
+    if limit.cap is not None:
+        spare = limit.cap / 2 - running
+    if limit.rate is not None:
+        spare = min(spare, buckets.tokens(limit) - limit.rate.burst / 2)
+    return spare
+
+
+def _check(
+    claimed: Sequence[tuple[ClaimedJob, str]],
+    limits: dict[int, list[Limit]],
+    use: Use,
+    buckets: Buckets,
+    locked: Sequence[LimitState],
+    counted_own: bool,
+) -> None:
+    """Raise ``_Overdrawn`` unless the ``claimed`` jobs fit in their limits: no pause, the
+    jobs running within each cap (counting these, unless ``use`` does: ``counted_own``), a
+    token for each in each bucket."""
+    locked_scopes = {scope_of(row) for row in locked}
+    taken: Counter[Scope] = Counter()
+    by_scope: dict[Scope, Limit] = {}
+    for job, key in claimed:
+        if any(buckets.paused_for(scope) for scope in scopes_of(job.task_name, job.queue, key)):
+            raise _Overdrawn
+        for limit in limits[job.id]:
+            taken[limit.scope] += 1
+            by_scope[limit.scope] = limit
+    for scope, jobs in taken.items():
+        limit = by_scope[scope]
+        if scope not in locked_scopes:
+            # Its row is another claim's, just created and not yet committed.
+            raise _Overdrawn
+        if limit.cap is not None and use[scope] + (0 if counted_own else jobs) > limit.cap:
+            raise _Overdrawn
+        if limit.rate is not None and buckets.tokens(limit) < jobs:
+            raise _Overdrawn
+
+
+def _claim_carefully(using: str, ask: _Ask) -> LimitedClaim:
+    """Claim, one job at a time under the locks of their limits, what every limit allows."""
+    connection = connections[using]
+    queries = queries_for(connection)
+    claim = LimitedClaim()
+    # Keep this transaction short: it holds the limits' rows (on SQLite, the write lock).
+    with queries.write_transaction(connection):
+        _claim_each(using, ask, claim, read_limits(using))
+    return claim
+
+
+def _claim_each(using: str, ask: _Ask, claim: LimitedClaim, first: LimitsRead) -> None:
+    """The careful claim's steps, in the caller's transaction, after its ``first`` read."""
+    connection = connections[using]
+    queries = queries_for(connection)
+    held_back = _held_back(first.use, Buckets(first.rows, first.now), claim)
+    window = max(WINDOW_MIN, WINDOW_PER_JOB * ask.count)
+    candidates = queries.limited_candidates(
+        connection, ask.queues, ask.paused_retries, held_back, window, ask.excluded_queues
+    )
+    if not candidates:
+        return
+    limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
+    counted = {limit.scope for found in limits.values() for limit in found}
+    locked = locked_states(using, counted) if counted else []
+    # Under the locks, the counts include every claim that held them before (where this
+    # transaction holds the only write lock, they did already), and the clock is not
+    # behind their refills. Tokens come from the locked rows alone.
+    again = first if queries.one_writer else read_limits(using)
+    buckets = Buckets([*first.rows, *again.rows, *locked], again.now)
+    locked_scopes = {scope_of(row) for row in locked}
+    chosen = _choose(candidates, limits, again.use, buckets, locked_scopes, ask.count, claim)
+    if not chosen:
+        return
+    jobs = queries.claim_chosen(
+        connection, ask.worker_id, [c.id for c in chosen], ask.lease_seconds
+    )
+    claim.jobs += jobs
+    take_tokens(using, jobs, limits, buckets)
+
+
+def _held_back(use: Use, buckets: Buckets, claim: LimitedClaim) -> HeldBack:
+    """What the claims' queries leave out: scopes at their cap, paused or out of tokens."""
     full: set[Scope] = set()
     for scope, running in use.by_scope.items():
         limit = limit_on(scope)
@@ -136,131 +337,11 @@ def _held_back(use: _Use, buckets: _Buckets, claim: LimitedClaim) -> HeldBack:
     )
 
 
-def _blocked_states(using: str, now: float) -> list[LimitState]:
-    """The limits' rows that may hold jobs back: paused, or low on tokens."""
-    return list(
-        LimitState.objects.using(using)
-        .filter(Q(paused_until__gt=now) | Q(tokens__lt=1))
-        # Along the unique index: the worker's claim connection plans without sequential
-        # scans (PostgreSQL), and a "disabled" scan of a table without a usable index costs
-        # so much that the query would be JIT-compiled.
-        .order_by("kind", "name", "key")
-    )
-
-
-def _locked_states(using: str, scopes: set[Scope]) -> list[LimitState]:
-    """Lock the rows of ``scopes`` in one order (creating those missing) and return them.
-
-    Rows another claim created and has not committed yet are not returned: their candidates
-    wait for a later claim.
-    """
-    ordered = sorted(scopes)
-    known = _known_rows.setdefault(using, set())
-    _create(using, [scope for scope in ordered if scope not in known])
-    locked = _lock(using, ordered)
-    if len(locked) < len(ordered) and _missing(using, ordered, locked):
-        # Rows deleted since this process created them (by hand, or a test's flush).
-        _create(using, ordered)
-        locked = _lock(using, ordered)
-    known.update(_state(row) for row in locked)
-    return locked
-
-
-def _missing(using: str, ordered: list[Scope], locked: list[LimitState]) -> bool:
-    """Whether some rows of ``ordered`` do not exist (rather than being another claim's)."""
-    matching = Q()
-    for scope in ordered:
-        matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
-    return LimitState.objects.using(using).filter(matching).count() < len(ordered)
-
-
-def _create(using: str, scopes: list[Scope]) -> None:
-    if scopes:
-        LimitState.objects.using(using).bulk_create(
-            [LimitState(kind=s.kind, name=s.name, key=s.key) for s in scopes],
-            ignore_conflicts=True,
-        )
-
-
-def _lock(using: str, ordered: list[Scope]) -> list[LimitState]:
-    """Lock the rows of ``ordered``: a whole task's or queue's waiting for other claims (every
-    candidate of it needs the row), a key's skipping those another claim holds (it is choosing
-    that key's jobs now; this one takes other keys' meanwhile, on databases that can skip)."""
-    locked: list[LimitState] = []
-    for keyed in (False, True):
-        matching = Q()
-        for scope in ordered:
-            if bool(scope.key) == keyed:
-                matching |= Q(kind=scope.kind, name=scope.name, key=scope.key)
-        if matching:
-            locked += (
-                LimitState.objects.using(using)
-                .select_for_update(skip_locked=keyed)
-                .filter(matching)
-                .order_by("kind", "name", "key")
-            )
-    return locked
-
-
-#: The limits' rows known to exist, by database alias: a claim creates only the others (in
-#: steady state, one statement locks the rows). The outbox never deletes them.
-_known_rows: dict[str, set[Scope]] = {}
-
-
-def claim_limited(
-    using: str,
-    worker_id: str,
-    queues: Sequence[str] | None,
-    count: int,
-    lease_seconds: float,
-    paused_retries: Sequence[str] = (),
-    *,
-    excluded_queues: Sequence[str] = (),
-) -> LimitedClaim:
-    """Claim up to ``count`` limited jobs of ``queues`` (all but ``excluded_queues``) that
-    every limit allows now."""
-    connection = connections[using]
-    queries = queries_for(connection)
-    claim = LimitedClaim()
-    # Keep this transaction short: it holds the limits' rows (on SQLite, the write lock).
-    with queries.write_transaction(connection):
-        now = queries.database_seconds(connection)
-        blocked = _blocked_states(using, now)
-        use = running_use(using)
-        held_back = _held_back(use, _Buckets(blocked, now), claim)
-        window = max(WINDOW_MIN, WINDOW_PER_JOB * count)
-        candidates = queries.limited_candidates(
-            connection, queues, paused_retries, held_back, window, excluded_queues
-        )
-        if not candidates:
-            return claim
-        limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
-        counted = {limit.scope for found in limits.values() for limit in found}
-        locked = _locked_states(using, counted) if counted else []
-        # Under the locks, the counts include every claim that held them before (where this
-        # transaction holds the only write lock, they did already). Pauses come from the first
-        # read: one written since holds jobs back from the next claim.
-        if not queries.one_writer:
-            use = running_use(using)
-            # The clock read before waiting for the locks may be behind the last refill.
-            now = queries.database_seconds(connection)
-        buckets = _Buckets([*blocked, *locked], now)
-        locked_scopes = {_state(row) for row in locked}
-        chosen = _choose(candidates, limits, use, buckets, locked_scopes, count, claim)
-        if not chosen:
-            return claim
-        claim.jobs = queries.claim_chosen(
-            connection, worker_id, [c.id for c in chosen], lease_seconds
-        )
-        _take_tokens(using, claim.jobs, limits, buckets)
-    return claim
-
-
 def _choose(
     candidates: Sequence[LimitedCandidate],
     limits: dict[int, list[Limit]],
-    use: _Use,
-    buckets: _Buckets,
+    use: Use,
+    buckets: Buckets,
     locked: set[Scope],
     count: int,
     claim: LimitedClaim,
@@ -302,25 +383,3 @@ def _choose(
             if limit.rate is not None:
                 spent[limit.scope] += 1
     return chosen
-
-
-def _take_tokens(
-    using: str,
-    claimed: Sequence[ClaimedJob],
-    limits: dict[int, list[Limit]],
-    buckets: _Buckets,
-) -> None:
-    """Take one token per claimed job from each of its buckets (refilled to now)."""
-    spent: Counter[Scope] = Counter()
-    rated: dict[Scope, Limit] = {}
-    for job in claimed:
-        for limit in limits[job.id]:
-            if limit.rate is not None:
-                spent[limit.scope] += 1
-                rated[limit.scope] = limit
-    for scope, taken in spent.items():
-        row = buckets.rows[scope]
-        row.tokens = buckets.tokens(rated[scope]) - taken
-        # Never back in time: a later refill would count the same seconds twice.
-        row.refilled_at = max(buckets.now, row.refilled_at or buckets.now)
-        row.save(using=using, update_fields=["tokens", "refilled_at"])

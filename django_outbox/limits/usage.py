@@ -15,8 +15,8 @@ from ..conf import get_settings
 from ..db import queries_for
 from ..models import CLAIMABLE, Job, LimitState
 from .buckets import refilled
-from .claims import running_use
 from .declared import Limit, Scope, declared_limits, limit_on, scopes_of
+from .state import running_use
 
 #: The most keys of one per-key limit listed (those with the most jobs running and waiting).
 KEYS_LISTED = 20

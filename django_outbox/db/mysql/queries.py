@@ -234,6 +234,9 @@ class MySQLQueries(DatabaseQueries):
     vendor: ClassVar[str] = "mysql"
     placeholder: ClassVar[str] = "%s"
     due_by: ClassVar[str] = NOW
+    clock: ClassVar[str] = NOW
+    # UNIX_TIMESTAMP() reads NOW() in the session's time zone: the epoch, whatever it is.
+    clock_seconds: ClassVar[str] = "UNIX_TIMESTAMP(NOW(6))"
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         # Django's cursor: mysqlclient has no server-side prepared statements to gain from.
@@ -430,6 +433,40 @@ FOR UPDATE SKIP LOCKED
         limit: int,
         excluded_queues: Sequence[str] = (),
     ) -> list[LimitedCandidate]:
+        sql, params = self._limited_candidates_sql(
+            queues, paused_retries, held_back, limit, excluded_queues
+        )
+        _, rows = self.execute(connection, sql, params)
+        return [LimitedCandidate(*row) for row in rows]
+
+    def claim_limited_batch(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> list[tuple[ClaimedJob, str]]:
+        sql, params = self._limited_candidates_sql(
+            queues, paused_retries, held_back, limit, excluded_queues
+        )
+        # Locked, rows other claimers hold skipped: concurrent batches take different jobs.
+        _, rows = self.execute(connection, f"{sql}FOR UPDATE SKIP LOCKED\n", params)
+        keys = {job_id: limit_key for job_id, _task_name, _queue, limit_key in rows}
+        jobs = self.claim_chosen(connection, worker_id, list(keys), lease_seconds)
+        return [(job, keys[job.id]) for job in jobs]
+
+    def _limited_candidates_sql(
+        self,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        excluded_queues: Sequence[str],
+    ) -> tuple[str, list[Any]]:
         sql, params = limited_candidates_sql(
             self.placeholder,
             self.due_by,
@@ -445,12 +482,10 @@ FOR UPDATE SKIP LOCKED
             LIMITED_CANDIDATES_FROM, f"{LIMITED_CANDIDATES_FROM} {limited_hint(queues)}"
         )
         sql = sql.replace(CLAIMABLE_CONDITION, f"claim_lane = {LIMITED_LANE}")
-        _, rows = self.execute(connection, with_lookup_hints(sql), params)
-        return [LimitedCandidate(*row) for row in rows]
+        return with_lookup_hints(sql), params
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
-        # UNIX_TIMESTAMP() reads NOW() in the session's time zone: the epoch, whatever it is.
-        _, rows = self.execute(connection, "SELECT UNIX_TIMESTAMP(NOW(6))", ())
+        _, rows = self.execute(connection, f"SELECT {self.clock_seconds}", ())
         return float(rows[0][0])
 
     def waiting_kinds(

@@ -28,7 +28,7 @@ from ..base import (
     application_name_of,
 )
 from ..fair_rounds import ROUNDS_SQL, rounds_params
-from ..limited import limited_candidates
+from ..limited import limited_candidates, limited_candidates_sql
 from ..outage import ErrorBackoff
 from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, SPECIAL_WAITING, claimed_jobs
 
@@ -45,16 +45,7 @@ CHANNEL = "django_outbox"
 # _set_up_for_bookkeeping). Times are the database's, never a host's. The
 # payload comes back as text for the job's attempt to parse: the driver's own jsonb parser
 # would fail the whole claim on one row's poison payload (one nested too deep, say).
-CLAIM_SQL = f"""
-WITH picked AS (
-    SELECT id FROM {TABLE} AS candidate
-    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
-      AND run_at <= now()
-      {{queue_filter}}{{pick}}
-    ORDER BY {{order}}
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
+CLAIM_PICKED_SQL = f"""
 UPDATE {TABLE} AS job
 SET status = '{JobStatus.RUNNING}',
     attempts = job.attempts + 1,
@@ -75,6 +66,19 @@ RETURNING {
     .replace("job.context", "job.context::text")
 }
 """
+CLAIM_SQL = (
+    f"""
+WITH picked AS (
+    SELECT id FROM {TABLE} AS candidate
+    WHERE status IN ({", ".join(f"'{status}'" for status in CLAIMABLE)})
+      AND run_at <= now()
+      {{queue_filter}}{{pick}}
+    ORDER BY {{order}}
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)"""
+    + CLAIM_PICKED_SQL
+)
 
 
 # Which claims besides the plain one would find jobs due now: keyed or dependent ones (for a
@@ -113,6 +117,21 @@ CLAIM_CHOSEN_SQL = (
     .replace("lease_expires_at = now()", "lease_expires_at = statement_timestamp()")
     .replace("started_at = now()", "started_at = statement_timestamp()")
 )
+
+
+def limited_batch_sql(candidates: str) -> str:
+    """The limited claim's batch (``claim_limited_batch``): the first of ``candidates`` (the
+    limited candidates' query, with %s placeholders) that no other claim holds, claimed in one
+    statement, each returned with its limit key first. Its lease and start count from this
+    statement, as the chosen jobs' do (``CLAIM_CHOSEN_SQL``)."""
+    claimed = (
+        CLAIM_PICKED_SQL.replace("%(lease_seconds)s", "%s")
+        .replace("%(worker_id)s", "%s")
+        .replace("lease_expires_at = now()", "lease_expires_at = statement_timestamp()")
+        .replace("started_at = now()", "started_at = statement_timestamp()")
+        .replace("RETURNING ", "RETURNING job.limit_key, ", 1)
+    )
+    return f"WITH picked AS ({candidates}FOR UPDATE SKIP LOCKED\n){claimed}"
 
 
 # Raw SQL, not the ORM: these run once per job (or per batch) on the hot path, where compiling
@@ -265,6 +284,9 @@ class PostgreSQLQueries(DatabaseQueries):
     placeholder: ClassVar[str] = "%s"
     # Not now(): inside the enqueuer's transaction that is when the transaction began.
     due_by: ClassVar[str] = "statement_timestamp()"
+    # The statement's time, not now(): inside a transaction that is when it began.
+    clock: ClassVar[str] = "statement_timestamp()"
+    clock_seconds: ClassVar[str] = "extract(epoch FROM statement_timestamp())"
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         """Run one statement; prepared when the project allows prepared statements.
@@ -397,6 +419,37 @@ class PostgreSQLQueries(DatabaseQueries):
         _, rows = self.execute(connection, CLAIM_CHOSEN_SQL, params)
         return claimed_jobs(rows, worker_id)
 
+    def claim_limited_batch(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> list[tuple[ClaimedJob, str]]:
+        self._set_up_for_bookkeeping(connection)
+        candidates, params = limited_candidates_sql(
+            self.placeholder,
+            self.due_by,
+            queues,
+            paused_retries,
+            held_back,
+            limit,
+            excluded_queues,
+        )
+        sql = limited_batch_sql(candidates)
+        params = [*params, lease_seconds, worker_id]
+        # The statement's text changes with the limits held back: planned with the names at
+        # hand then, kept (prepared) while none are, as in a drain under limits not reached.
+        execute = self.execute_replanned if held_back != HeldBack() else self.execute
+        _, rows = execute(connection, sql, params)
+        jobs = claimed_jobs((row[1:] for row in rows), worker_id)
+        keys = {row[1]: row[0] for row in rows}
+        return [(job, keys[job.id]) for job in jobs]
+
     def limited_candidates(
         self,
         connection: BaseDatabaseWrapper,
@@ -412,8 +465,7 @@ class PostgreSQLQueries(DatabaseQueries):
         )
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
-        # The statement's time, not now(): inside a transaction that is when it began.
-        _, rows = self.execute(connection, "SELECT extract(epoch FROM statement_timestamp())", ())
+        _, rows = self.execute(connection, f"SELECT {self.clock_seconds}", ())
         return float(rows[0][0])
 
     def extend_leases(

@@ -22,7 +22,7 @@ from django.utils import timezone
 from ...claimed import ClaimedJob
 from ...models import CLAIMABLE, Job, JobStatus
 from ..base import ClaimKind, DatabaseQueries, HeldBack, InsertedJobs, LimitedCandidate, Result
-from ..limited import limited_candidates
+from ..limited import limited_candidates, limited_candidates_sql
 from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, and_terms, claimed_jobs, queue_conditions
 
 TABLE = Job._meta.db_table
@@ -108,6 +108,9 @@ class SQLiteQueries(DatabaseQueries):
     one_writer: ClassVar[bool] = True
     placeholder: ClassVar[str] = "?"
     due_by: ClassVar[str] = DUE_BY
+    clock: ClassVar[str] = NOW
+    # julianday() has millisecond precision, as SQLite's clock.
+    clock_seconds: ClassVar[str] = "(julianday('now') - 2440587.5) * 86400.0"
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         # On the sqlite3 connection itself, with ? placeholders: Django's cursor would rewrite
@@ -173,6 +176,38 @@ class SQLiteQueries(DatabaseQueries):
         _, rows = self.execute(connection, sql, params)
         return claimed_jobs(rows, worker_id)
 
+    def claim_limited_batch(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> list[tuple[ClaimedJob, str]]:
+        candidates, params = limited_candidates_sql(
+            self.placeholder,
+            self.due_by,
+            queues,
+            paused_retries,
+            held_back,
+            limit,
+            excluded_queues,
+        )
+        # One statement: the write lock (this transaction's, from BEGIN) keeps every other
+        # claim out until it commits.
+        sql = CLAIM_SQL.format(
+            queue_filter="", pick=f"\n      AND id IN (SELECT id FROM ({candidates}))", order="id"
+        ).replace("RETURNING ", "RETURNING limit_key, ", 1)
+        _, rows = self.execute(
+            connection, sql, [f"+{lease_seconds:.3f} seconds", worker_id, *params, limit]
+        )
+        jobs = claimed_jobs((row[1:] for row in rows), worker_id)
+        keys = {row[1]: row[0] for row in rows}
+        return [(job, keys[job.id]) for job in jobs]
+
     def limited_candidates(
         self,
         connection: BaseDatabaseWrapper,
@@ -187,8 +222,7 @@ class SQLiteQueries(DatabaseQueries):
         )
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
-        # julianday() has millisecond precision, as SQLite's clock.
-        _, rows = self.execute(connection, "SELECT (julianday('now') - 2440587.5) * 86400.0", ())
+        _, rows = self.execute(connection, f"SELECT {self.clock_seconds}", ())
         return float(rows[0][0])
 
     def mark_succeeded(self, connection: BaseDatabaseWrapper, job: ClaimedJob) -> bool:
