@@ -89,6 +89,7 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
         "drain_per_s": (">=", 1_500),
         "fair_drain_vs_unkeyed": (">=", 0.75),
         "fair_interleaved_drain_vs_unkeyed": (">=", 0.75),
+        "fair_drain_prefetch_0_vs_unkeyed": (">=", 0.75),
         "worker_peak_rss_mb": ("<", 80),
     },
 }
