@@ -72,6 +72,7 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
         "atomic_queue_cpu_us_per_job": ("<=", 120),
         "fair_drain_vs_unkeyed": (">=", 0.75),
         "fair_interleaved_drain_vs_unkeyed": (">=", 0.75),
+        "fair_drain_prefetch_0_vs_unkeyed": (">=", 0.75),
         "latency_p50_ms": ("<=", 1.5),
         "latency_p99_ms": ("<=", 3.0),
         "large_table_drain_vs_empty": (">=", 0.80),
@@ -88,6 +89,7 @@ TARGETS: dict[str, dict[str, tuple[str, float]]] = {
         "drain_per_s": (">=", 1_500),
         "fair_drain_vs_unkeyed": (">=", 0.75),
         "fair_interleaved_drain_vs_unkeyed": (">=", 0.75),
+        "fair_drain_prefetch_0_vs_unkeyed": (">=", 0.75),
         "worker_peak_rss_mb": ("<", 80),
     },
 }
@@ -155,6 +157,8 @@ def run_bench(config: BenchConfig, log: Callable[[str], None]) -> dict[str, Any]
             if "large-table" in parts:
                 _large_table(config, figure, log)
             figure("worker_peak_rss_mb", "MB").runs.append(max(workers.peak_rss_mb(), default=0))
+    if "fair" in parts and config.prefetch != 0:
+        _fair_without_prefetch(config, figure, log)
     if "stats" in parts:
         _stats(config, figure, log)
     if "latency" in parts:
@@ -250,7 +254,8 @@ def _fair(
         figure(f"{layout}_drain_vs_unkeyed", "x").runs.append(fair / unkeyed)
         log(
             f"run {run}: drain over {config.fair_keys:,} fair keys, enqueued {how}: "
-            f"{fair:,.0f}/s, unkeyed {unkeyed:,.0f}/s ({fair / unkeyed:.2f}x)"
+            f"{fair:,.0f}/s, unkeyed {unkeyed:,.0f}/s ({fair / unkeyed:.2f}x; "
+            f"prefetch {config.prefetch})"
         )
     unkeyed_rate, fair_rate = measure.fair_enqueue_cost(config.enqueue_jobs, 100)
     figure("fair_enqueue_per_s", "jobs/s").runs.append(fair_rate)
@@ -267,6 +272,44 @@ def _fair(
             f"run {run}: a new key behind {config.fair_backlog:,} jobs of one key "
             f"({label}): {ahead:,} claimed ahead of it, started after {waited:,.0f} ms"
         )
+
+
+def _fair_without_prefetch(
+    config: BenchConfig,
+    figure: Callable[[str, str], measure.Figure],
+    log: Callable[[str], None],
+) -> None:
+    """The fair drain (keys one after another) against an unkeyed one at the worker's default
+    ``--prefetch 0``, with workers of its own, in mirrored order as ``_fair``'s; and the unkeyed
+    drain at ``--prefetch 0`` against the configured prefetch's (the fair part's figure).
+
+    Without prefetch a thread waits for a claim's round trip between jobs, whatever the jobs'
+    keys: short jobs drain at a fraction of a prefetching worker's rate, fair or not.
+    """
+    with measure.running_workers(config.processes, config.concurrency, prefetch=0):
+        for run in range(1, config.runs + 1):
+            rates: dict[str, list[float]] = {"unkeyed": [], "fair": []}
+            for layout in ("unkeyed", "fair", "fair", "unkeyed"):
+                rates[layout].append(
+                    measure.drain(
+                        config.jobs,
+                        bench_tasks.noop,
+                        fair_keys=0 if layout == "unkeyed" else config.fair_keys,
+                    )
+                )
+            unkeyed = sum(rates["unkeyed"]) / 2
+            fair = sum(rates["fair"]) / 2
+            prefetching = figure("unkeyed_drain_per_s", "jobs/s").runs[run - 1]
+            figure("unkeyed_drain_prefetch_0_per_s", "jobs/s").runs.append(unkeyed)
+            figure("fair_drain_prefetch_0_per_s", "jobs/s").runs.append(fair)
+            figure("fair_drain_prefetch_0_vs_unkeyed", "x").runs.append(fair / unkeyed)
+            figure("unkeyed_prefetch_0_vs_prefetching", "x").runs.append(unkeyed / prefetching)
+            log(
+                f"run {run}: drain over {config.fair_keys:,} fair keys at prefetch 0: "
+                f"{fair:,.0f}/s, unkeyed {unkeyed:,.0f}/s ({fair / unkeyed:.2f}x); unkeyed at "
+                f"prefetch {config.prefetch} {prefetching:,.0f}/s "
+                f"(prefetch 0 at {unkeyed / prefetching:.2f}x)"
+            )
 
 
 def _large_table(

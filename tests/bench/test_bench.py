@@ -85,6 +85,15 @@ def test_the_fair_figures_compare_with_unkeyed_jobs(bench):
         assert figures[f"{layout}_drain_vs_unkeyed"]["median"] == pytest.approx(
             figures[f"{layout}_drain_per_s"]["median"] / figures["unkeyed_drain_per_s"]["median"]
         )
+    # The worker's default, no prefetch, measured too, beside the configured prefetch's.
+    assert figures["fair_drain_prefetch_0_vs_unkeyed"]["median"] == pytest.approx(
+        figures["fair_drain_prefetch_0_per_s"]["median"]
+        / figures["unkeyed_drain_prefetch_0_per_s"]["median"]
+    )
+    assert figures["unkeyed_prefetch_0_vs_prefetching"]["median"] == pytest.approx(
+        figures["unkeyed_drain_prefetch_0_per_s"]["median"]
+        / figures["unkeyed_drain_per_s"]["median"]
+    )
     # With fair keys the newcomer overtakes the backlog; without, it waits behind it.
     fair_ahead = figures["fair_newcomer_claimed_ahead"]["median"]
     unkeyed_ahead = figures["unkeyed_newcomer_claimed_ahead"]["median"]
