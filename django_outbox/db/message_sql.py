@@ -11,10 +11,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.functions import Now
 
 from ..models import Message, MessageStatus
 
 TABLE = Message._meta.db_table
+
+#: Ids per statement where they are bound one by one: under SQLite's limit on parameters.
+SETTLE_CHUNK = 400
+#: What marking a confirmed message sent changes, besides its ``sent_at``.
+SENT_CHANGES: dict[str, Any] = {
+    "status": MessageStatus.SENT,
+    "lease_token": None,
+    "lease_expires_at": None,
+    "last_error": "",
+}
 
 _CANDIDATES = """
     SELECT id FROM {table} AS m
@@ -71,3 +82,24 @@ class MessageQueries:
     ) -> list[Sequence[Any]]:
         """Lease up to ``limit`` messages to ``token``; return their rows (any order)."""
         raise NotImplementedError
+
+    def settle(
+        self,
+        connection: BaseDatabaseWrapper,
+        token: uuid.UUID,
+        ids: Sequence[uuid.UUID],
+        *,
+        keep: bool,
+    ) -> int:
+        """Delete the messages ``ids`` the broker confirmed (mark them sent, with ``keep``)
+        where they still carry ``token``; return how many did."""
+        done = 0
+        for start in range(0, len(ids), SETTLE_CHUNK):
+            held = Message.objects.using(connection.alias).filter(
+                pk__in=ids[start : start + SETTLE_CHUNK], lease_token=token
+            )
+            if keep:
+                done += held.update(**SENT_CHANGES, sent_at=Now())
+            else:
+                done += held.delete()[0]
+        return done

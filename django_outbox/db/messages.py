@@ -77,6 +77,14 @@ def claim_messages(
     return token, envelopes
 
 
+def settle_messages(
+    connection: BaseDatabaseWrapper, token: uuid.UUID, ids: Sequence[uuid.UUID], *, keep: bool
+) -> int:
+    """Delete the confirmed messages ``ids`` (mark them sent, with ``keep``) that still carry
+    ``token``; return how many did (fewer: the lease was lost, and another relay has them)."""
+    return _queries(connection).settle(connection, token, ids, keep=keep)
+
+
 def _envelope(row: Sequence[Any]) -> Envelope:
     message_id, topic, key, type_, headers, payload, broker, attempts = row
     if not isinstance(message_id, uuid.UUID):
