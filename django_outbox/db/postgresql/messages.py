@@ -18,13 +18,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ...models import MessageStatus
 from .. import queries_for
-from ..message_sql import TABLE, MessageQueries, candidates_sql
+from ..message_sql import NO_TOKEN, TABLE, MessageQueries, candidates_sql
 
 #: The class of the advisory lock that serializes claims (the job enqueuers' is "obox").
 CLAIM_LOCK_CLASS = int.from_bytes(b"obrl", "big") & 0x7FFFFFFF
 
 _PICK = candidates_sql(
-    in_brokers="= ANY(%(brokers)s)", now="statement_timestamp()", limit="%(limit)s"
+    in_brokers="= ANY(%(brokers)s)", now="statement_timestamp()", own="%(own)s", limit="%(limit)s"
 )
 
 WAITING_SQL = f"SELECT EXISTS ({_PICK})"
@@ -76,7 +76,7 @@ FROM unsynced WHERE {_HELD}
 
 class PostgreSQLMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
-        params = {"brokers": list(brokers), "limit": 1}
+        params = {"brokers": list(brokers), "own": NO_TOKEN, "limit": 1}
         _, rows = queries_for(connection).execute(connection, WAITING_SQL, params)
         return bool(rows[0][0])
 
@@ -87,6 +87,7 @@ class PostgreSQLMessageQueries(MessageQueries):
         limit: int,
         lease_seconds: float,
         token: uuid.UUID,
+        own: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         queries = queries_for(connection)
         # Claims take turns (a few milliseconds each): side by side, each would see the
@@ -98,7 +99,13 @@ class PostgreSQLMessageQueries(MessageQueries):
             _, rows = queries.execute(
                 connection,
                 CLAIM_SQL,
-                {"brokers": list(brokers), "limit": limit, "token": token, "lease": lease_seconds},
+                {
+                    "brokers": list(brokers),
+                    "own": own,
+                    "limit": limit,
+                    "token": token,
+                    "lease": lease_seconds,
+                },
             )
         return rows
 
