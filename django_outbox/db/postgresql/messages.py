@@ -19,6 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ...models import MessageStatus
 from .. import queries_for
 from ..message_sql import NO_TOKEN, TABLE, MessageQueries, candidates_sql
+from .queries import PostgreSQLQueries
 
 #: The class of the advisory lock that serializes claims (the job enqueuers' is "obox").
 CLAIM_LOCK_CLASS = int.from_bytes(b"obrl", "big") & 0x7FFFFFFF
@@ -38,7 +39,7 @@ WAITING_SQL = f"SELECT EXISTS ({_PICK})"
 # the claims that follow skip them. JIT off: a plan whose alternatives are "disabled" costs
 # more than its threshold, and compiling took longer than the claim.
 CLAIM_TURN_SQL = """
-SELECT pg_advisory_xact_lock(%s), set_config('synchronous_commit', 'off', true),
+SELECT pg_advisory_xact_lock(%(lock)s), set_config('synchronous_commit', 'off', true),
        set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true),
        set_config('jit', 'off', true)
 """
@@ -54,6 +55,9 @@ WHERE claimed.id = ANY(ARRAY({_PICK} FOR UPDATE))
 RETURNING claimed.id, claimed.topic, claimed.key, claimed.type, claimed.headers::text,
           claimed.payload::text, claimed.broker, claimed.attempts
 """
+
+# The turn and the claim, sent at once: one round trip (see execute_as_one_transaction).
+CLAIM_IN_TURN_SQL = f"{CLAIM_TURN_SQL};{CLAIM_SQL}"
 
 # A claim inside a caller's transaction (``Relay.drain()`` in a test's atomic block) takes its
 # turn alone: settings made for the transaction would last to the end of the caller's.
@@ -90,23 +94,25 @@ class PostgreSQLMessageQueries(MessageQueries):
         own: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         queries = queries_for(connection)
+        params = {
+            "lock": CLAIM_LOCK_CLASS,
+            "brokers": list(brokers),
+            "own": own,
+            "limit": limit,
+            "token": token,
+            "lease": lease_seconds,
+        }
+        if not connection.in_atomic_block:
+            # The relay's own connection: the turn and the claim in one round trip.
+            assert isinstance(queries, PostgreSQLQueries)
+            _, rows = queries.execute_as_one_transaction(connection, CLAIM_IN_TURN_SQL, params)
+            return rows
         # Claims take turns (a few milliseconds each): side by side, each would see the
         # other's picks of a key as free in its snapshot, and send a key's later message while
         # an earlier one is in flight. Publishing and recording still run side by side.
-        turn = CLAIM_TURN_ONLY_SQL if connection.in_atomic_block else CLAIM_TURN_SQL
         with transaction.atomic(using=connection.alias):
-            queries.execute(connection, turn, (CLAIM_LOCK_CLASS,))
-            _, rows = queries.execute(
-                connection,
-                CLAIM_SQL,
-                {
-                    "brokers": list(brokers),
-                    "own": own,
-                    "limit": limit,
-                    "token": token,
-                    "lease": lease_seconds,
-                },
-            )
+            queries.execute(connection, CLAIM_TURN_ONLY_SQL, (CLAIM_LOCK_CLASS,))
+            _, rows = queries.execute(connection, CLAIM_SQL, params)
         return rows
 
     def settle(
