@@ -173,6 +173,9 @@ class Relay:
         # The next batch, claimed behind this one while it is sent (behind a backlog only).
         ahead: Future[ClaimedBatch | None] | None = None
         idle = True
+        # Whether the relay looks before claiming: an idle relay that wakes up to poll does
+        # (one read); woken by a commit, it claims at once (one round trip less).
+        look_first = True
         idle_poll = self.poll_seconds
         if queries_for(connections[self.using]).listens:
             idle_poll = max(self.poll_seconds, LISTENING_POLL_SECONDS)
@@ -184,7 +187,7 @@ class Relay:
                         claiming, ahead = ahead, None
                         batch = claiming.result()
                     else:
-                        batch = self._claim(look_first=idle)
+                        batch = self._claim(look_first=look_first)
                     if batch is not None and self._may_claim_behind(batch):
                         ahead = self._writer.claim(partial(self._claim_ahead, batch.token))
                     result = self._send(batch)
@@ -193,6 +196,7 @@ class Relay:
                 except DatabaseError as exc:
                     connections[self.using].close()
                     self._wake.wait(self._database_errors.failed(exc))
+                    look_first = True
                     continue
                 self._database_errors.succeeded()
                 idle = result.claimed == 0 and ahead is None
@@ -200,11 +204,15 @@ class Relay:
                     # The last batch's rows may still hold their keys: written before looking
                     # again, so that an empty claim means nothing is ready.
                     self._writer.flush()
+                look_first = False
                 if ahead is not None or (
                     result.claimed >= self.batch_size and not result.unavailable
                 ):
                     continue
-                self._wake.wait(self._pause(result, idle_poll if idle else self.poll_seconds))
+                woken = self._wake.wait(
+                    self._pause(result, idle_poll if idle else self.poll_seconds)
+                )
+                look_first = idle and not woken
         finally:
             wakeups.unsubscribe(self.wake)
             listener_done.set()
@@ -328,10 +336,22 @@ class Relay:
             return result
         self.stats.batches += 1
         waiting: set[tuple[str, str, str]] = set()
-        if batch.behind is not None and batch.behind == self._last_sent:
+        if batch.behind is not None:
             # Claimed while the batch before was sent: a key that batch left unconfirmed
             # sends nothing more here (its messages are handed back, to go in order).
-            waiting = self._last_sent_stops
+            # (The batch before is always the one it was claimed behind; were it not, every
+            # key would wait.)
+            waiting = (
+                self._last_sent_stops
+                if batch.behind == self._last_sent
+                else {(m.broker, m.topic, m.key) for m in batch.messages if m.key is not None}
+            )
+        # Until this batch's outcomes are known, each of its keys counts as unconfirmed (an
+        # error may end the sending halfway).
+        self._last_sent = batch.token
+        self._last_sent_stops = {
+            (m.broker, m.topic, m.key) for m in batch.messages if m.key is not None
+        }
         by_broker: dict[str, list[Envelope]] = defaultdict(list)
         held_back: dict[str, list[uuid.UUID]] = defaultdict(list)
         for message in batch.messages:
@@ -356,7 +376,6 @@ class Relay:
             if held_back.get(name):
                 self.stats.released += len(held_back[name])
                 self._record(name, batch.token, [], held_back[name])
-        self._last_sent = batch.token
         self._last_sent_stops = {
             (m.broker, m.topic, m.key)
             for m in batch.messages
