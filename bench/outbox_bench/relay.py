@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import queue
 import threading
 import time
 import uuid
@@ -29,12 +30,14 @@ from django.db import connections
 from django.test import override_settings
 from django.utils.module_loading import import_string
 
-from django_outbox import publish, publish_many
+from django_outbox import publish_many
 from django_outbox.conf import get_settings
 from django_outbox.envelope import Envelope
 from django_outbox.models import Message
 from django_outbox.relay.brokers import Broker, Outcome, close_brokers
 from django_outbox.relay.loop import Relay
+
+from .relay_publishers import publish_steadily
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -224,48 +227,10 @@ def relay_rate(name: str, count: int, batch: int, keys: int | None) -> float:
         return relay.stats.sent / elapsed
 
 
-def _publish_steadily(
-    name: str, rate: float, seconds: float, publishers: int, start_at: float, results: Any
-) -> None:
-    """In a process of its own: commit messages one per transaction at ``rate`` a second from
-    ``start_at`` (time.monotonic(), the same clock in every process) for ``seconds``, from
-    ``publishers`` threads; put each message's id and commit time in ``results``."""
-    import django
-
-    django.setup()
-    _backend, _options, topic = BROKERS[name]
-    committed: list[tuple[str, float]] = []
-    interval = publishers / rate
-
-    def publisher(number: int) -> None:
-        next_at = start_at + number * interval / publishers
-        end = start_at + seconds
-        sent = 0
-        try:
-            while next_at < end:
-                pause = next_at - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
-                message = publish(topic, {"n": sent}, key=f"k{(sent * publishers + number) % 100}")
-                committed.append((message.id.hex, time.monotonic()))
-                sent += 1
-                next_at += interval
-        finally:
-            connections.close_all()
-
-    with override_settings(OUTBOX=_settings(name)):
-        threads = [threading.Thread(target=publisher, args=(n,)) for n in range(publishers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    results.put(committed)
-
-
 def latency(name: str, rate: float, seconds: float, publishers: int) -> dict[str, float]:
     """Commit-to-confirm milliseconds (p50, p99, max) at ``rate`` messages a second, committed
-    one per transaction by ``publishers`` threads of another process (as web processes commit
-    side by side, none of them the relay's: in its process, they took turns with it for the
+    one per transaction by ``publishers`` threads, 4 to a process, none of them the relay's (as
+    web processes commit side by side: in the relay's process, they took turns with it for the
     interpreter)."""
     _confirmed.clear()
     spawn = multiprocessing.get_context("spawn")
@@ -277,13 +242,28 @@ def latency(name: str, rate: float, seconds: float, publishers: int) -> dict[str
         thread.start()
         # Time for the process to start and set Django up, before its first message.
         start_at = time.monotonic() + 5.0
-        process = spawn.Process(
-            target=_publish_steadily, args=(name, rate, seconds, publishers, start_at, results)
-        )
-        process.start()
-        received: list[tuple[str, float]] = results.get(timeout=seconds + 120)
-        committed = {uuid.UUID(hex_id): at for hex_id, at in received}
-        process.join(30)
+        # Processes of 4 threads each: one process's interpreter managed about 400 commits a
+        # second here, whatever its threads.
+        processes = [
+            spawn.Process(
+                target=publish_steadily,
+                args=(name, rate / count, seconds, 4, start_at + number / rate, results),
+            )
+            for count in [max(1, publishers // 4)]
+            for number in range(count)
+        ]
+        for process in processes:
+            process.start()
+        received: list[list[tuple[str, float]]] = []
+        while len(received) < len(processes):
+            try:
+                received.append(results.get(timeout=1.0))
+            except queue.Empty:
+                if any(process.exitcode not in (None, 0) for process in processes):
+                    raise RuntimeError("a publishers' process failed") from None
+        committed = {uuid.UUID(hex_id): at for part in received for hex_id, at in part}
+        for process in processes:
+            process.join(30)
         elapsed = max(at for at in committed.values()) - start_at
         deadline = time.monotonic() + 30
         while len(_confirmed) < len(committed) and time.monotonic() < deadline:
