@@ -27,6 +27,12 @@ BENCH_MARIADB_URL ?= mysql://root@127.0.0.1:3306/outbox_bench
 BENCH_MARIADB_ARGS ?= --skip large-table --skip stats
 BENCH_ARGS ?=
 BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
+# The relay (outbox_relay_bench) at a small size, to stay quick: each broker against its own
+# publish rate, on PostgreSQL then SQLite; on PostgreSQL also the latency at 1,000 messages a
+# second (at 100 for RabbitMQ, whose client confirms one message at a time) and the idle cost.
+BENCH_RELAY_ARGS ?= --messages 5000 --latency-seconds 5 --idle-seconds 5
+BENCH_RELAY_FAST = --broker memory --broker redis --broker nats --broker kafka
+BENCH_RELAY_RABBITMQ = --broker rabbitmq --messages 1000 --latency-rate 100 --idle-seconds 0
 
 .PHONY: help install install-lts postgres brokers mariadb browser lint test test-sqlite \
 	test-postgresql test-mariadb test-lts test-lts-sqlite test-lts-postgresql wheel chaos demo bench \
@@ -35,7 +41,7 @@ BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 help:
 	@echo "make demo   run the example project on SQLite: signups, jobs, retries, a report"
 	@echo "make test   lint, type-check, the suite on SQLite and PostgreSQL (Django 6 and 5.2), MariaDB"
-	@echo "make bench  the pgbench floor and outbox_bench on PostgreSQL, MariaDB, then SQLite (~15 min)"
+	@echo "make bench  the pgbench floor, outbox_bench and the relay's bench on PostgreSQL, MariaDB, then SQLite (~18 min)"
 	@echo "make chaos  the fault-injection suite at full size (kills, database restarts, load)"
 	@echo "make docs   build the documentation site into docs/_build/html"
 
@@ -159,17 +165,21 @@ demo: install
 bench_manage = cd example_project && DEBUG=false DATABASE_URL=$(1) PYTHONPATH=../bench \
   DJANGO_SETTINGS_MODULE=outbox_bench.settings ../$(VENV)/bin/python manage.py
 
-bench: install postgres mariadb
+bench: install postgres mariadb brokers
 	psql "$(dir $(BENCH_PG_URL))postgres" -tAc "SELECT 1 FROM pg_database WHERE datname = '$(notdir $(BENCH_PG_URL))'" | grep -q 1 \
 	  || psql "$(dir $(BENCH_PG_URL))postgres" -c "CREATE DATABASE $(notdir $(BENCH_PG_URL))"
 	$(call bench_manage,$(BENCH_PG_URL)) migrate --verbosity 0
 	$(call bench_manage,$(BENCH_PG_URL)) outbox_bench $(BENCH_ARGS)
+	$(call bench_manage,$(BENCH_PG_URL)) outbox_relay_bench $(BENCH_RELAY_FAST) $(BENCH_RELAY_ARGS)
+	$(call bench_manage,$(BENCH_PG_URL)) outbox_relay_bench $(BENCH_RELAY_ARGS) $(BENCH_RELAY_RABBITMQ)
 	.ci/ensure-mariadb $(notdir $(BENCH_MARIADB_URL))
 	$(call bench_manage,$(BENCH_MARIADB_URL)) migrate --verbosity 0
 	$(call bench_manage,$(BENCH_MARIADB_URL)) outbox_bench $(BENCH_MARIADB_ARGS) $(BENCH_ARGS)
 	mkdir -p .bench && rm -f .bench/outbox.sqlite3*
 	$(call bench_manage,$(BENCH_SQLITE_URL)) migrate --verbosity 0
 	$(call bench_manage,$(BENCH_SQLITE_URL)) outbox_bench $(BENCH_SQLITE_ARGS) $(BENCH_ARGS)
+	$(call bench_manage,$(BENCH_SQLITE_URL)) outbox_relay_bench $(BENCH_RELAY_FAST) \
+	  $(BENCH_RELAY_ARGS) --latency-seconds 0 --idle-seconds 0
 
 # The admin's pictures in docs/images/, taken from the example project with the package installed
 # from its wheel (tracebacks show a user's paths), by Debian's chromium.

@@ -11,10 +11,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.functions import Now
 
 from ..models import Message, MessageStatus
 
 TABLE = Message._meta.db_table
+
+#: Ids per statement where they are bound one by one: under SQLite's limit on parameters.
+SETTLE_CHUNK = 400
+#: What marking a confirmed message sent changes, besides its ``sent_at``.
+SENT_CHANGES: dict[str, Any] = {
+    "status": MessageStatus.SENT,
+    "lease_token": None,
+    "lease_expires_at": None,
+    "last_error": "",
+}
 
 _CANDIDATES = """
     SELECT id FROM {table} AS m
@@ -32,7 +43,9 @@ _CANDIDATES = """
                  OR earlier.available_at IS NOT NULL)
             AND (earlier.status = '{blocked}'
                  OR earlier.lease_expires_at >= {now}
-                 OR earlier.available_at > {now})))
+                 OR earlier.available_at > {now})
+            -- Not the batch the claiming relay is sending: it sends this one after that one.
+            AND (earlier.lease_token IS NULL OR earlier.lease_token <> {own})))
     ORDER BY id
     LIMIT {limit}
 """
@@ -41,15 +54,20 @@ _CANDIDATES = """
 SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 
-def candidates_sql(*, in_brokers: str, now: str, limit: str) -> str:
+#: The lease token of no message: what a claim passes as ``own`` when its relay sends no batch.
+NO_TOKEN = uuid.UUID(int=0)
+
+
+def candidates_sql(*, in_brokers: str, now: str, own: str, limit: str) -> str:
     """The claim's pick, in a database's dialect: how it tests a broker list, reads its clock
-    and binds the limit."""
+    and binds the token of the batch in flight and the limit (in that order)."""
     return _CANDIDATES.format(
         table=TABLE,
         pending=MessageStatus.PENDING,
         blocked=MessageStatus.BLOCKED,
         in_brokers=in_brokers,
         now=now,
+        own=own,
         limit=limit,
     )
 
@@ -68,6 +86,32 @@ class MessageQueries:
         limit: int,
         lease_seconds: float,
         token: uuid.UUID,
+        own: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
-        """Lease up to ``limit`` messages to ``token``; return their rows (any order)."""
+        """Lease up to ``limit`` messages to ``token``; return their rows (any order).
+
+        ``own``: the lease token of the batch the relay is sending meanwhile, whose messages do
+        not hold their keys back here (they are sent first, by the same relay).
+        """
         raise NotImplementedError
+
+    def settle(
+        self,
+        connection: BaseDatabaseWrapper,
+        token: uuid.UUID,
+        ids: Sequence[uuid.UUID],
+        *,
+        keep: bool,
+    ) -> int:
+        """Delete the messages ``ids`` the broker confirmed (mark them sent, with ``keep``)
+        where they still carry ``token``; return how many did."""
+        done = 0
+        for start in range(0, len(ids), SETTLE_CHUNK):
+            held = Message.objects.using(connection.alias).filter(
+                pk__in=ids[start : start + SETTLE_CHUNK], lease_token=token
+            )
+            if keep:
+                done += held.update(**SENT_CHANGES, sent_at=Now())
+            else:
+                done += held.delete()[0]
+        return done

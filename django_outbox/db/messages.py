@@ -27,7 +27,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..envelope import Envelope
 from . import queries_for
-from .message_sql import MessageQueries
+from .message_sql import NO_TOKEN, MessageQueries
 
 #: The channel PostgreSQL's trigger announces committed messages on (migration 0015).
 CHANNEL = "django_outbox_relay"
@@ -67,14 +67,31 @@ def claim_messages(
     brokers: Sequence[str],
     limit: int,
     lease_seconds: float,
+    *,
+    own: uuid.UUID | None = None,
 ) -> tuple[uuid.UUID, list[Envelope]]:
     """Claim up to ``limit`` messages of ``brokers``; return the lease token and the messages
-    in id order (a key's in the order they must be sent)."""
+    in id order (a key's in the order they must be sent).
+
+    ``own``: the lease token of the batch this relay is sending meanwhile. Its messages do not
+    hold their keys back: this batch may hold their keys' next messages, which the relay must
+    send only after them, and not at all behind one that was not confirmed.
+    """
     token = uuid.uuid4()
-    rows = _queries(connection).claim(connection, brokers, limit, lease_seconds, token)
+    rows = _queries(connection).claim(
+        connection, brokers, limit, lease_seconds, token, own=own or NO_TOKEN
+    )
     envelopes = [_envelope(row) for row in rows]
     envelopes.sort(key=lambda envelope: envelope.id)
     return token, envelopes
+
+
+def settle_messages(
+    connection: BaseDatabaseWrapper, token: uuid.UUID, ids: Sequence[uuid.UUID], *, keep: bool
+) -> int:
+    """Delete the confirmed messages ``ids`` (mark them sent, with ``keep``) that still carry
+    ``token``; return how many did (fewer: the lease was lost, and another relay has them)."""
+    return _queries(connection).settle(connection, token, ids, keep=keep)
 
 
 def _envelope(row: Sequence[Any]) -> Envelope:

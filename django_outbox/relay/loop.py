@@ -3,7 +3,10 @@
 One ``Relay`` runs in a thread of ``run_outbox_worker`` (or alone, ``--relay-only``). Each
 pass claims a batch (``db.messages.claim_messages``: id order, one relay at a time per key),
 publishes it with no database transaction open, and then deletes the confirmed messages (or
-marks them sent), fenced by the claim's lease token. Adapters that keep a key's order within a
+marks them sent), fenced by the claim's lease token. Behind a backlog, three batches are under
+way at once, each on a thread and connection of its own: the next one is claimed while this one
+is sent and the last one's outcomes are written (``OutcomeWriter``), so that the database's
+round trips overlap the broker's instead of adding up. Adapters that keep a key's order within a
 batch (``Broker.keeps_key_order``: every built-in one) get the whole batch in one pipelined
 call; others get it in rounds: the first of each key (with every keyless message), then the
 second of each key, and so on, so that a key whose message fails sends nothing after it.
@@ -23,7 +26,9 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.db import DatabaseError, connections
 
@@ -73,6 +78,18 @@ class BatchResult:
     unavailable: list[str] = field(default_factory=list)
 
 
+@dataclass
+class ClaimedBatch:
+    """A claim's messages, its lease token, and when sending them must stop (half the lease
+    after the claim began: time.monotonic())."""
+
+    token: uuid.UUID
+    messages: list[Envelope]
+    deadline: float
+    #: The token of the batch it was claimed behind, sent before it (None: claimed alone).
+    behind: uuid.UUID | None = None
+
+
 class Relay:
     """Publish committed messages of ``brokers`` (every configured one when empty)."""
 
@@ -117,6 +134,10 @@ class Relay:
         self._writer: OutcomeWriter | None = None
         # Brokers that failed, and when the relay may try them again (time.monotonic()).
         self._resting: dict[str, float] = {}
+        # The last batch sent: its token, and the keys (broker, topic, key) it left with a
+        # message unconfirmed, whose later messages in a batch claimed behind it must wait.
+        self._last_sent: uuid.UUID | None = None
+        self._last_sent_stops: set[tuple[str, str, str]] = set()
 
     # Control, from other threads and signal handlers.
 
@@ -149,7 +170,12 @@ class Relay:
                 daemon=True,
             ).start()
         self._writer = OutcomeWriter(self.using, self.relay_id)
+        # The next batch, claimed behind this one while it is sent (behind a backlog only).
+        ahead: Future[ClaimedBatch | None] | None = None
         idle = True
+        # Whether the relay looks before claiming: an idle relay that wakes up to poll does
+        # (one read); woken by a commit, it claims at once (one round trip less).
+        look_first = True
         idle_poll = self.poll_seconds
         if queries_for(connections[self.using]).listens:
             idle_poll = max(self.poll_seconds, LISTENING_POLL_SECONDS)
@@ -157,25 +183,41 @@ class Relay:
             while not self._stop.is_set():
                 self._wake.clear()
                 try:
-                    result = self.relay_once(look_first=idle)
+                    if ahead is not None:
+                        claiming, ahead = ahead, None
+                        batch = claiming.result()
+                    else:
+                        batch = self._claim(look_first=look_first)
+                    if batch is not None and self._may_claim_behind(batch):
+                        ahead = self._writer.claim(partial(self._claim_ahead, batch.token))
+                    result = self._send(batch)
                     if self._housekeeping is not None:
                         self._housekeeping.maybe_prune()
                 except DatabaseError as exc:
                     connections[self.using].close()
                     self._wake.wait(self._database_errors.failed(exc))
+                    look_first = True
                     continue
                 self._database_errors.succeeded()
-                idle = result.claimed == 0
+                idle = result.claimed == 0 and ahead is None
                 if idle:
                     # The last batch's rows may still hold their keys: written before looking
                     # again, so that an empty claim means nothing is ready.
                     self._writer.flush()
-                if result.claimed >= self.batch_size and not result.unavailable:
+                look_first = False
+                if ahead is not None or (
+                    result.claimed >= self.batch_size and not result.unavailable
+                ):
                     continue
-                self._wake.wait(self._pause(result, idle_poll if idle else self.poll_seconds))
+                woken = self._wake.wait(
+                    self._pause(result, idle_poll if idle else self.poll_seconds)
+                )
+                look_first = idle and not woken
         finally:
             wakeups.unsubscribe(self.wake)
             listener_done.set()
+            if ahead is not None:
+                self._hand_back(ahead)
             self._writer.stop()
             self._writer = None
             close_brokers()
@@ -225,32 +267,127 @@ class Relay:
         ``look_first``: an idle relay first asks whether anything is waiting (one read, no
         lock), so that an idle relay costs one query a poll.
         """
+        return self._send(self._claim(look_first=look_first))
+
+    def _claim(
+        self, *, look_first: bool = False, behind: uuid.UUID | None = None
+    ) -> ClaimedBatch | None:
+        """Claim a batch of the brokers not resting after a failure (None: every one rests).
+
+        ``behind``: the token of the batch this relay sends meanwhile (see ``claim_messages``).
+        """
         connection = connections[self.using]
         brokers = [name for name in self.brokers if self._resting.get(name, 0) <= time.monotonic()]
         if not brokers:
-            return BatchResult(unavailable=sorted(self._resting))
+            return None
+        # Measured from before the claim: the lease runs from its statement on.
+        deadline = time.monotonic() + self.lease_seconds / 2
         if look_first and not messages_waiting(connection, brokers):
-            return BatchResult()
-        token, messages = claim_messages(connection, brokers, self.batch_size, self.lease_seconds)
-        result = BatchResult(claimed=len(messages))
-        if not messages:
+            return ClaimedBatch(uuid.uuid4(), [], deadline)
+        token, messages = claim_messages(
+            connection, brokers, self.batch_size, self.lease_seconds, own=behind
+        )
+        return ClaimedBatch(token, messages, deadline, behind)
+
+    def _may_claim_behind(self, batch: ClaimedBatch) -> bool:
+        """Whether to claim the next batch while ``batch`` is sent: behind a backlog (a full
+        batch), and unless the batch sent before it left a key unconfirmed. Then its keys'
+        next messages, claimed behind it, are handed back when ``batch`` is sent; claimed
+        behind ``batch`` as well, they would be handed back again, batch after batch: the
+        claim after it reads what the database holds, and the key goes on in order."""
+        return (
+            len(batch.messages) >= self.batch_size
+            and not self._stop.is_set()
+            and not self._last_sent_stops
+            # A batch claimed while a broker rests would be handed back, and claimed again.
+            and not self._resting
+            and self._writer is not None
+        )
+
+    def _claim_ahead(self, behind: uuid.UUID) -> ClaimedBatch | None:
+        """``_claim`` on the writer's thread (its connection is its own), after the outcomes
+        written before it: the keys they free are free to it."""
+        try:
+            return self._claim(behind=behind)
+        except DatabaseError:
+            connections[self.using].close()
+            raise
+
+    def _hand_back(self, claiming: Future[ClaimedBatch | None]) -> None:
+        """Release a batch claimed ahead that will not be sent (the relay stops)."""
+        try:
+            batch = claiming.result()
+            if batch is not None and batch.messages:
+                outcomes.released(self.using, batch.token, [m.id for m in batch.messages])
+                self.stats.released += len(batch.messages)
+        except DatabaseError:
+            logger.warning(
+                "handing back a batch failed relay=%s; its messages wait for their lease to expire",
+                self.relay_id,
+                exc_info=True,
+            )
+
+    def _send(self, batch: ClaimedBatch | None) -> BatchResult:
+        """Publish a claimed batch, broker by broker; return what happened."""
+        if batch is None:
+            return BatchResult(unavailable=sorted(self._resting))
+        result = BatchResult(claimed=len(batch.messages))
+        if not batch.messages:
             return result
         self.stats.batches += 1
-        deadline = time.monotonic() + self.lease_seconds / 2
+        waiting: set[tuple[str, str, str]] = set()
+        if batch.behind is not None:
+            # Claimed while the batch before was sent: a key that batch left unconfirmed
+            # sends nothing more here (its messages are handed back, to go in order).
+            # (The batch before is always the one it was claimed behind; were it not, every
+            # key would wait.)
+            waiting = (
+                self._last_sent_stops
+                if batch.behind == self._last_sent
+                else {(m.broker, m.topic, m.key) for m in batch.messages if m.key is not None}
+            )
+        # Until this batch's outcomes are known, each of its keys counts as unconfirmed (an
+        # error may end the sending halfway).
+        self._last_sent = batch.token
+        self._last_sent_stops = {
+            (m.broker, m.topic, m.key) for m in batch.messages if m.key is not None
+        }
         by_broker: dict[str, list[Envelope]] = defaultdict(list)
-        for message in messages:
-            by_broker[message.broker].append(message)
-        for name, batch in by_broker.items():
-            sent = self._publish(name, batch, token, deadline)
-            result.sent += sent
-            if name in self._resting:
+        held_back: dict[str, list[uuid.UUID]] = defaultdict(list)
+        for message in batch.messages:
+            if message.key is not None and (message.broker, message.topic, message.key) in waiting:
+                held_back[message.broker].append(message.id)
+            else:
+                by_broker[message.broker].append(message)
+        confirmed: set[uuid.UUID] = set()
+        for name in sorted(by_broker.keys() | held_back.keys()):
+            messages = by_broker.get(name, [])
+            if messages and self._resting.get(name, 0) > time.monotonic():
+                # It failed while this batch was claimed ahead: the batch waits, at no cost.
+                held_back[name] += [m.id for m in messages]
                 result.unavailable.append(name)
+                messages = []
+            if messages:
+                sent = self._publish(name, messages, batch.token, batch.deadline)
+                confirmed.update(sent)
+                result.sent += len(sent)
+                if name in self._resting:
+                    result.unavailable.append(name)
+            if held_back.get(name):
+                self.stats.released += len(held_back[name])
+                self._record(name, batch.token, [], held_back[name])
+        self._last_sent_stops = {
+            (m.broker, m.topic, m.key)
+            for m in batch.messages
+            if m.key is not None and m.id not in confirmed
+        }
         return result
 
     def _publish(
         self, name: str, messages: list[Envelope], token: uuid.UUID, deadline: float
-    ) -> int:
-        """Publish one broker's share of a batch, round by round; record the outcomes."""
+    ) -> list[uuid.UUID]:
+        """Publish one broker's share of a batch, round by round; record the outcomes; return
+        the ids the broker confirmed."""
         confirmed: list[uuid.UUID] = []
         unsent: list[uuid.UUID] = []
         stopped_keys: set[tuple[str, str]] = set()
@@ -295,6 +432,14 @@ class Relay:
         self.stats.released += len(unsent)
         self.stats.sent += len(confirmed)
         self.stats.by_broker[name] += len(confirmed)
+        self._record(name, token, confirmed, unsent)
+        return confirmed
+
+    def _record(
+        self, name: str, token: uuid.UUID, confirmed: list[uuid.UUID], unsent: list[uuid.UUID]
+    ) -> None:
+        """Delete (or mark) the confirmed messages and hand back the unsent ones: on the
+        writer's thread while running, here otherwise."""
 
         def record() -> None:
             if unsent:
@@ -316,7 +461,6 @@ class Relay:
             self._writer.submit(record)
         else:
             record()
-        return len(confirmed)
 
     def _refused(self, message: Envelope, refusal: Refusal, token: uuid.UUID) -> None:
         attempts = message.attempts + 1
@@ -385,6 +529,21 @@ class OutcomeWriter:
 
     def submit(self, write: Callable[[], None]) -> None:
         self._queue.put(write)
+
+    def claim(self, claim: Callable[[], ClaimedBatch | None]) -> Future[ClaimedBatch | None]:
+        """Run ``claim`` on this thread after the writes submitted before it (the keys they
+        free are free to it); return its future."""
+        future: Future[ClaimedBatch | None] = Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(claim())
+                except BaseException as exc:  # Handed to the relay's thread, which handles it.
+                    future.set_exception(exc)
+
+        self._queue.put(run)
+        return future
 
     def flush(self) -> None:
         """Return once every submitted write is done."""

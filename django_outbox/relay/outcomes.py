@@ -12,9 +12,10 @@ import datetime
 import uuid
 from collections.abc import Sequence
 
-from django.db.models.functions import Now
+from django.db import connections
 from django.utils import timezone
 
+from ..db.messages import settle_messages
 from ..models import Message, MessageStatus
 
 #: Ids per statement, under SQLite's limit on bound parameters.
@@ -28,20 +29,7 @@ def _chunks(ids: Sequence[uuid.UUID]) -> list[Sequence[uuid.UUID]]:
 def confirmed(using: str, token: uuid.UUID, ids: Sequence[uuid.UUID], *, keep: bool) -> int:
     """Delete the messages the broker confirmed (or mark them sent, with ``keep``); return how
     many still carried ``token``."""
-    done = 0
-    for chunk in _chunks(ids):
-        held = Message.objects.using(using).filter(pk__in=chunk, lease_token=token)
-        if keep:
-            done += held.update(
-                status=MessageStatus.SENT,
-                sent_at=Now(),
-                lease_token=None,
-                lease_expires_at=None,
-                last_error="",
-            )
-        else:
-            done += held.delete()[0]
-    return done
+    return settle_messages(connections[using], token, ids, keep=keep)
 
 
 def released(using: str, token: uuid.UUID, ids: Sequence[uuid.UUID]) -> int:

@@ -215,3 +215,90 @@ def test_during_a_broker_outage_the_relay_holds_no_transaction_open():
         memory.set_available("default", True)
     rows = list(Message.objects.values_list("attempts", "lease_token"))
     assert rows == [(0, None)] * 20
+
+
+def test_a_claim_behind_the_relays_own_batch_takes_that_batchs_keys_next_messages():
+    """The relay claims its next batch while it sends one: its own batch does not hold the
+    keys back (the relay sends it first); another relay's claim still leaves them."""
+    publish("orders", {"n": 1}, key="k")
+    publish("orders", {"n": 2}, key="k")
+    token, first = claim_messages(connection, ["default"], 1, 30)
+    assert [json.loads(m.body) for m in first] == [{"n": 1}]
+    _, others = claim_messages(connection, ["default"], 10, 30)
+    assert others == []
+    _, behind = claim_messages(connection, ["default"], 10, 30, own=token)
+    assert [json.loads(m.body) for m in behind] == [{"n": 2}]
+
+
+def run_until_sent(relay: Relay, count: int) -> None:
+    thread = threading.Thread(target=relay.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while relay.stats.sent + relay.stats.blocked < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        relay.request_stop()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_a_running_relay_behind_a_backlog_keeps_each_keys_order():
+    """Behind a backlog the relay claims each batch while it sends the one before: keys
+    spread over every batch still reach the broker in order, each message once."""
+    for n in range(300):
+        publish("orders", {"key": n % 7, "n": n}, key=f"k{n % 7}")
+        if n % 3 == 0:
+            publish("orders", {"key": None, "n": n})
+    run_until_sent(Relay(batch_size=20, housekeeping=False), 400)
+    sent = sent_payloads()
+    assert len(sent) == 400
+    for key in range(7):
+        ns = [p["n"] for p in sent if p["key"] == key]
+        assert ns == sorted(ns) == list(range(key, 300, 7))
+    assert not Message.objects.exists()
+
+
+class RefusingOnceClaimedAhead(memory.InMemoryBroker):
+    """Refuses topic "bad"; it answers the first batch only once the relay claimed the
+    message ``behind`` ahead (the race the test is about, made certain)."""
+
+    behind: uuid.UUID | None = None
+
+    def publish(self, messages):
+        if any(m.topic == "bad" for m in messages) and RefusingOnceClaimedAhead.behind:
+            deadline = time.monotonic() + 10
+            held = Message.objects.filter(pk=RefusingOnceClaimedAhead.behind).exclude(
+                lease_token=None
+            )
+            while not held.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            RefusingOnceClaimedAhead.behind = None
+        return super().publish(messages)
+
+
+def test_a_batch_claimed_behind_a_refused_message_hands_back_its_keys_next_one():
+    """A message of the key refused in one batch: its next message, claimed in the batch
+    behind it, is not sent and costs nothing; it waits behind the refused one."""
+    outbox = {
+        **settings.OUTBOX,
+        "BROKERS": {
+            "default": {
+                "BACKEND": f"{__name__}.RefusingOnceClaimedAhead",
+                "OPTIONS": {"refuse_topics": ["bad"]},
+            }
+        },
+    }
+    with override_settings(OUTBOX=outbox):
+        close_brokers()
+        poison = publish("bad", {"n": 0}, key="k")
+        publish_many("good", [{"n": n} for n in range(1, 10)])
+        behind = publish("bad", {"n": 10}, key="k")
+        publish_many("good", [{"n": n} for n in range(11, 40)])
+        RefusingOnceClaimedAhead.behind = behind.id
+        run_until_sent(Relay(batch_size=10, housekeeping=False), 39)
+        close_brokers()
+    assert sorted(p["n"] for p in sent_payloads()) == [n for n in range(1, 40) if n != 10]
+    assert Message.objects.get(pk=poison.pk).status == MessageStatus.BLOCKED
+    waiting = Message.objects.get(pk=behind.pk)
+    assert (waiting.status, waiting.attempts) == (MessageStatus.PENDING, 0)

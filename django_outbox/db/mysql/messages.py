@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import queries_for
-from ..message_sql import TABLE, MessageQueries, candidates_sql
+from ..message_sql import NO_TOKEN, TABLE, MessageQueries, candidates_sql
 
 NOW = "UTC_TIMESTAMP(6)"
 
@@ -33,13 +33,19 @@ WHERE id IN ({{ids}}) ORDER BY id
 
 def _pick(brokers: int) -> str:
     marks = ", ".join("%s" for _ in range(brokers))
-    return candidates_sql(in_brokers=f"IN ({marks})", now=NOW, limit="%s")
+    return candidates_sql(in_brokers=f"IN ({marks})", now=NOW, own="%s", limit="%s")
+
+
+def _token(connection: BaseDatabaseWrapper, token: uuid.UUID) -> str:
+    """A lease token as the column stores it (MariaDB 10.7+ has a UUID type)."""
+    return str(token) if connection.features.has_native_uuid_field else token.hex
 
 
 class MySQLMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
         sql = f"SELECT EXISTS ({_pick(len(brokers))})"
-        _, rows = queries_for(connection).execute(connection, sql, [*brokers, 1])
+        own = _token(connection, NO_TOKEN)
+        _, rows = queries_for(connection).execute(connection, sql, [*brokers, own, 1])
         return bool(rows[0][0])
 
     def claim(
@@ -49,20 +55,22 @@ class MySQLMessageQueries(MessageQueries):
         limit: int,
         lease_seconds: float,
         token: uuid.UUID,
+        own: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         queries = queries_for(connection)
         with transaction.atomic(using=connection.alias):
             queries.serialize_enqueuers(connection, "relay:claim")
-            _, picked = queries.execute(connection, _pick(len(brokers)), [*brokers, limit])
+            _, picked = queries.execute(
+                connection, _pick(len(brokers)), [*brokers, _token(connection, own), limit]
+            )
             if not picked:
                 return []
             ids = [row[0] for row in picked]
             marks = ", ".join(["%s"] * len(ids))
-            native = connection.features.has_native_uuid_field
             queries.execute(
                 connection,
                 CLAIM_SQL.format(ids=marks),
-                [str(token) if native else token.hex, round(lease_seconds * 1_000_000), *ids],
+                [_token(connection, token), round(lease_seconds * 1_000_000), *ids],
             )
             _, rows = queries.execute(connection, CLAIMED_SQL.format(ids=marks), ids)
         return rows

@@ -7,6 +7,7 @@ import functools
 import json
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -319,6 +320,40 @@ class PostgreSQLQueries(DatabaseQueries):
             result = raw_cursor.pgresult
             has_rows = result is not None and result.status == _TUPLES_OK
             return raw_cursor.rowcount, raw_cursor.fetchall() if has_rows else []
+
+    def execute_as_one_transaction(
+        self, connection: BaseDatabaseWrapper, sql: str, params: Any
+    ) -> Result:
+        """Run ``sql``, statements separated by semicolons, in one round trip, as one
+        transaction of their own; return the last statement's result.
+
+        PostgreSQL runs the statements of one simple query as one implicit transaction (each
+        statement with a snapshot of its own, as in any transaction at READ COMMITTED),
+        committed after the last and rolled back at an error. Outside a transaction only.
+        """
+        if connection.connection is None:
+            connection.ensure_connection()
+        started = time.monotonic()
+        try:
+            # Client-side binding: the only cursor that sends several statements at once.
+            with (
+                connection.wrap_database_errors,
+                _psycopg().ClientCursor(connection.connection) as cursor,
+            ):
+                cursor.execute(sql, params)
+                result = self._result(cursor)
+                while cursor.nextset():
+                    result = self._result(cursor)
+                return result
+        finally:
+            if connection.queries_logged:
+                connection.queries_log.append(
+                    {"sql": sql, "time": f"{time.monotonic() - started:.3f}"}
+                )
+
+    @staticmethod
+    def _result(cursor: Any) -> Result:
+        return cursor.rowcount, cursor.fetchall() if cursor.description else []
 
     def runs_on_django_cursor(self, connection: BaseDatabaseWrapper) -> bool:
         """Whether the project keeps Django's default of no prepared statements."""

@@ -9,12 +9,12 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import queries_for
-from ..message_sql import SQLITE_NOW, TABLE, MessageQueries, candidates_sql
+from ..message_sql import NO_TOKEN, SQLITE_NOW, TABLE, MessageQueries, candidates_sql
 
 
 def _pick(brokers: int) -> str:
     marks = ", ".join("?" for _ in range(brokers))
-    return candidates_sql(in_brokers=f"IN ({marks})", now=SQLITE_NOW, limit="?")
+    return candidates_sql(in_brokers=f"IN ({marks})", now=SQLITE_NOW, own="?", limit="?")
 
 
 CLAIM_SQL = f"""
@@ -29,7 +29,7 @@ RETURNING id, topic, key, type, headers, payload, broker, attempts
 class SQLiteMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
         sql = f"SELECT EXISTS ({_pick(len(brokers))})"
-        _, rows = queries_for(connection).execute(connection, sql, [*brokers, 1])
+        _, rows = queries_for(connection).execute(connection, sql, [*brokers, NO_TOKEN.hex, 1])
         return bool(rows[0][0])
 
     def claim(
@@ -39,8 +39,10 @@ class SQLiteMessageQueries(MessageQueries):
         limit: int,
         lease_seconds: float,
         token: uuid.UUID,
+        own: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
-        params: list[Any] = [token.hex, f"+{lease_seconds:.3f} seconds", *brokers, limit]
+        lease = f"+{lease_seconds:.3f} seconds"
+        params: list[Any] = [token.hex, lease, *brokers, own.hex, limit]
         sql = CLAIM_SQL.format(pick=_pick(len(brokers)))
         _, rows = queries_for(connection).execute(connection, sql, params)
         return rows

@@ -24,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--keys", type=int, default=100)
         parser.add_argument("--latency-rate", type=float, default=1000.0)
         parser.add_argument("--latency-seconds", type=float, default=10.0)
+        parser.add_argument("--latency-publishers", type=int, default=8)
         parser.add_argument("--idle-seconds", type=float, default=10.0)
         parser.add_argument("--json", action="store_true")
 
@@ -39,6 +40,7 @@ class Command(BaseCommand):
             keys=options["keys"],
             latency_rate=options["latency_rate"],
             latency_seconds=options["latency_seconds"],
+            latency_publishers=options["latency_publishers"],
             idle_seconds=options["idle_seconds"],
             log=log,
         )
