@@ -17,7 +17,8 @@ class HeldJobs:
     """
 
     def __init__(self, capacity: int) -> None:
-        # Jobs held at most while not completing: one per thread, plus those claimed ahead.
+        # Jobs held at most while not completing: one per thread, plus those claimed ahead. The
+        # worker changes it (under ``lock``) as an "auto" prefetch adapts.
         self.capacity = capacity
         self.lock = threading.Lock()
         self._jobs: dict[int, ClaimedJob] = {}
