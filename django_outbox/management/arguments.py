@@ -71,12 +71,14 @@ batch_size_int = _number_argument(int, 1, 100_000, "a whole number")
 
 def prefetch_argument(text: str) -> int | Literal["auto"]:
     """An argparse ``type``: ``auto`` or a number of jobs to claim ahead (``--prefetch``)."""
-    if text.strip().lower() == PREFETCH_AUTO:
+    if text == PREFETCH_AUTO:
         return PREFETCH_AUTO
     try:
         return int(non_negative_int(text))
-    except ArgumentTypeError as error:
-        raise ArgumentTypeError(f"{error} (or {PREFETCH_AUTO})") from None
+    except ArgumentTypeError:
+        raise ArgumentTypeError(
+            f"expected {PREFETCH_AUTO} or a whole number from 0 to {PREFETCH_MAX}, got {text!r}"
+        ) from None
 
 
 def worker_id_argument(text: str) -> str:

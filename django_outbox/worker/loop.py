@@ -135,7 +135,7 @@ class Worker:
         if max_jobs is not None and max_jobs < 1:
             raise ValueError("max_jobs must be at least 1.")
         # With "auto", the prefetch follows how long recent jobs ran, from none at the start.
-        self._auto_prefetch = AdaptivePrefetch(self.concurrency) if prefetch == "auto" else None
+        self.auto_prefetch = AdaptivePrefetch(self.concurrency) if prefetch == "auto" else None
         self.held = HeldJobs(self.concurrency)
         self._set_prefetch(0 if prefetch == "auto" else prefetch)
 
@@ -263,7 +263,7 @@ class Worker:
             self.worker_id,
             ",".join(self.queues) or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
             self.concurrency,
-            "auto" if self._auto_prefetch is not None else self.prefetch,
+            "auto" if self.auto_prefetch is not None else self.prefetch,
         )
         health.track(self.health)
         wakeups.subscribe(self._job_enqueued)
@@ -382,12 +382,12 @@ class Worker:
 
     def _attempt_ended(self, job: ClaimedJob) -> None:
         """Adapt an ``"auto"`` prefetch to how long ``job``'s handler ran."""
-        if self._auto_prefetch is None or job.handler_started is None:
+        if self.auto_prefetch is None or job.handler_started is None:
             # A fixed prefetch; or the job never reached its handler (cancelled, undecodable).
             return
         seconds = time.monotonic() - job.handler_started
         with self.held.lock:
-            prefetch = self._auto_prefetch.record(seconds)
+            prefetch = self.auto_prefetch.record(seconds)
             if prefetch != self.prefetch:
                 self._set_prefetch(prefetch)
 
