@@ -381,7 +381,9 @@ class Worker:
         self.claim_threshold = max(1, prefetch // 2)
 
     def _attempt_ended(self, job: ClaimedJob) -> None:
-        """Adapt an ``"auto"`` prefetch to how long ``job``'s handler ran."""
+        """Adapt an ``"auto"`` prefetch to how long ``job`` kept its thread: from its handler's
+        start to its outcome recorded (an atomic job's commit included) or handed to the
+        completer."""
         if self.auto_prefetch is None or job.handler_started is None:
             # A fixed prefetch; or the job never reached its handler (cancelled, undecodable).
             return
