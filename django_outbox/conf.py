@@ -6,13 +6,14 @@ Its defaults and validation are in ``validation.setting``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .validation.bounds import PREFETCH_AUTO
 from .validation.relay import RELAY_DEFAULTS
 from .validation.setting import DEFAULTS, setting_errors
 
@@ -63,6 +64,11 @@ class RelayOptions:
     inbox_retention: float = RELAY_DEFAULTS["INBOX_RETENTION"]
 
 
+def _prefetch(value: Any) -> int | Literal["auto"]:
+    """Return a validated ``PREFETCH``: "auto", or a number of jobs."""
+    return PREFETCH_AUTO if value == PREFETCH_AUTO else int(value)
+
+
 #: The most queues whose options ``OutboxSettings.queue_options`` keeps.
 QUEUE_OPTIONS_CACHED = 1024
 
@@ -82,7 +88,7 @@ class OutboxSettings:
     concurrency: int
     processes: int
     shutdown_timeout: float
-    prefetch: int
+    prefetch: int | Literal["auto"]
     retention: dict[str, float | None]
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     context: tuple[str, ...] = ()
@@ -155,7 +161,7 @@ def _build(user: Any) -> OutboxSettings:
         concurrency=int(merged["CONCURRENCY"]),
         processes=int(merged["PROCESSES"]),
         shutdown_timeout=float(merged["SHUTDOWN_TIMEOUT"]),
-        prefetch=int(merged["PREFETCH"]),
+        prefetch=_prefetch(merged["PREFETCH"]),
         retention={**DEFAULTS["RETENTION"], **user.get("RETENTION", {})},
         queues=dict(merged["QUEUES"]),
         context=tuple(merged["CONTEXT"]),

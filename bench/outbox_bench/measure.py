@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from django.db import connections, transaction
 from django.db.models import Max, Min
@@ -163,7 +163,10 @@ class Workers:
 
 @contextlib.contextmanager
 def running_workers(
-    processes: int, concurrency: int, prefetch: int, environ: dict[str, str] | None = None
+    processes: int,
+    concurrency: int,
+    prefetch: int | Literal["auto"],
+    environ: dict[str, str] | None = None,
 ) -> Iterator[Workers]:
     """Start worker processes for the bench's queue; wait until they run jobs; stop them."""
     options = WorkerOptions(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from argparse import ArgumentTypeError
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from ..validation.bounds import (
     CONCURRENCY_MAX,
     INTEGER_MAX,
+    PREFETCH_AUTO,
     PREFETCH_MAX,
     PROCESSES_MAX,
     SHUTDOWN_TIMEOUT_MAX,
@@ -66,6 +67,18 @@ non_negative_int = _number_argument(int, 0, PREFETCH_MAX, "a whole number")
 non_negative_seconds = _number_argument(float, 0, SHUTDOWN_TIMEOUT_MAX, "a number of seconds")
 #: Jobs deleted per transaction by outbox_prune (jobs.housekeeping.prune's bound).
 batch_size_int = _number_argument(int, 1, 100_000, "a whole number")
+
+
+def prefetch_argument(text: str) -> int | Literal["auto"]:
+    """An argparse ``type``: ``auto`` or a number of jobs to claim ahead (``--prefetch``)."""
+    if text == PREFETCH_AUTO:
+        return PREFETCH_AUTO
+    try:
+        return int(non_negative_int(text))
+    except ArgumentTypeError:
+        raise ArgumentTypeError(
+            f"expected {PREFETCH_AUTO} or a whole number from 0 to {PREFETCH_MAX}, got {text!r}"
+        ) from None
 
 
 def worker_id_argument(text: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from .text import brief
 
@@ -38,6 +38,8 @@ SHUTDOWN_TIMEOUT_MAX = DAY
 CONCURRENCY_MAX = 1_000
 PROCESSES_MAX = 256
 PREFETCH_MAX = 100_000
+#: The prefetch that follows how long jobs run (``worker.auto_prefetch``), and the default.
+PREFETCH_AUTO: Final = "auto"
 ERROR_HISTORY_MAX = 1_000
 #: Far below what ``timedelta`` (about 1e14 s) and database datetimes (year 9999) can hold.
 RETRY_DELAY_MAX = 30 * DAY
@@ -176,6 +178,15 @@ HEALTH_RANGES: dict[str, Range] = {
 RETENTION_RANGE = Range(
     0, RETENTION_MAX, "Finished jobs older than this are deleted.", above_minimum=True
 )
+
+
+def prefetch_error(prefetch: object) -> str | None:
+    """Return why ``prefetch`` is not a usable ``PREFETCH``, or ``None`` when it is."""
+    if prefetch == PREFETCH_AUTO:
+        return None
+    if isinstance(prefetch, str):
+        return f'is {brief(prefetch)}; it must be "{PREFETCH_AUTO}" or {RANGES["PREFETCH"]}.'
+    return RANGES["PREFETCH"].problem(prefetch)
 
 
 def priority_error(priority: object) -> str | None:

@@ -16,11 +16,13 @@ from django.core.checks import CheckMessage, Error
 from .bounds import (
     HEALTH_RANGES,
     HEARTBEATS_PER_LEASE,
+    PREFETCH_AUTO,
     RANGES,
     RETENTION_RANGE,
     RETRY_RANGES,
     max_attempts_error,
     max_size_error,
+    prefetch_error,
     priority_error,
 )
 from .limits import LIMIT_OPTIONS, limit_error
@@ -54,9 +56,10 @@ DEFAULTS: dict[str, Any] = {
     "PROCESSES": 1,
     "SHUTDOWN_TIMEOUT": 30.0,
     # Jobs a worker claims beyond its free threads, so that threads never wait for a claim and
-    # claims are batched. Such jobs wait in the worker (leased), not for another worker: keep
-    # it 0 for long jobs, raise it for many short ones.
-    "PREFETCH": 0,
+    # claims are batched. Such jobs wait in the worker (leased), not for another worker: 0 suits
+    # long jobs, a hundred many short ones. "auto" claims up to CONCURRENCY ahead while recent
+    # jobs ran shorter than 0.1 s, none otherwise (worker.auto_prefetch).
+    "PREFETCH": PREFETCH_AUTO,
     # How long finished jobs are kept, in seconds (None: forever). Workers delete older ones in
     # small batches; the claim never reads them either way (partial indexes).
     "RETENTION": {"SUCCEEDED": 86400.0, "FAILED": 7 * 86400.0, "CANCELLED": 7 * 86400.0},
@@ -98,9 +101,10 @@ QUEUE_KEYS = frozenset(
     {"MAX_ATTEMPTS", "RETRY", "PRIORITY", "MAX_SIZE", "PACE_RETRIES", *QUEUE_LIMIT_KEYS}
 )
 
-#: Settings whose problems are reported as E004 (durations) and E005 (counts).
+#: Settings whose problems are reported as E004 (durations) and E005 (counts; PREFETCH too,
+#: which may also be "auto").
 DURATIONS = ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS", "SHUTDOWN_TIMEOUT")
-COUNTS = ("MAX_ATTEMPTS", "CONCURRENCY", "PROCESSES", "ERROR_HISTORY", "PREFETCH")
+COUNTS = ("MAX_ATTEMPTS", "CONCURRENCY", "PROCESSES", "ERROR_HISTORY")
 
 
 def _sorted_names(keys: Iterable[object]) -> list[str]:
@@ -321,6 +325,15 @@ def setting_errors(user: object) -> list[CheckMessage]:
                     id="django_outbox.E004" if key in DURATIONS else "django_outbox.E005",
                 )
             )
+    if problem := prefetch_error(merged["PREFETCH"]):
+        errors.append(
+            Error(
+                f"OUTBOX['PREFETCH'] {problem}",
+                hint=f'{RANGES["PREFETCH"].why} The default, "{PREFETCH_AUTO}", claims ahead '
+                "only while jobs are short.",
+                id="django_outbox.E005",
+            )
+        )
     lease, heartbeat = merged["LEASE_SECONDS"], merged["HEARTBEAT_SECONDS"]
     if (
         not RANGES["LEASE_SECONDS"].problem(lease)

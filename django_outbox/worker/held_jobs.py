@@ -17,7 +17,8 @@ class HeldJobs:
     """
 
     def __init__(self, capacity: int) -> None:
-        # Jobs held at most while not completing: one per thread, plus those claimed ahead.
+        # Jobs held at most while not completing: one per thread, plus those claimed ahead. The
+        # worker changes it (under ``lock``) as an "auto" prefetch adapts.
         self.capacity = capacity
         self.lock = threading.Lock()
         self._jobs: dict[int, ClaimedJob] = {}
@@ -74,8 +75,11 @@ class HeldJobs:
         Jobs waiting for the completer don't take a thread, but they are held: should the
         completer fall behind (a slow database), stop claiming rather than pile them up.
         """
-        waiting_or_running = len(self._jobs) - len(self._completing)
-        return min(self.capacity - waiting_or_running, 2 * self.capacity - len(self._jobs))
+        return min(self.capacity - self.waiting_or_running(), 2 * self.capacity - len(self._jobs))
+
+    def waiting_or_running(self) -> int:
+        """How many held jobs wait for a thread or run (call with ``lock`` held)."""
+        return len(self._jobs) - len(self._completing)
 
     def all(self) -> list[ClaimedJob]:
         with self.lock:

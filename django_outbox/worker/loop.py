@@ -1,12 +1,13 @@
 """The worker: claims jobs and runs them in threads, each with its own database connection.
 
-One thread (the caller's) claims as many jobs as there are free threads (plus ``PREFETCH``) in
-one statement, and hands them over through a local queue. It sleeps until a job finishes, an
-enqueue is announced (NOTIFY on PostgreSQL, this process's own enqueues on SQLite) or the poll
-interval passes. The rest is delegated: ``HeldJobs`` keeps what the worker holds,
-``Maintenance`` extends its leases, takes back expired ones and prunes, ``Completer`` marks
-``atomic=False`` jobs succeeded in batches, and ``shutdown`` hands back and gives up jobs when
-it stops. ``run_outbox_worker`` is a thin command around this class; tests drive it directly.
+One thread (the caller's) claims as many jobs as there are free threads (plus ``PREFETCH``, which
+``"auto"`` adapts to how long jobs run: ``AdaptivePrefetch``) in one statement, and hands them
+over through a local queue. It sleeps until a job finishes, an enqueue is announced (NOTIFY on
+PostgreSQL, this process's own enqueues on SQLite) or the poll interval passes. The rest is
+delegated: ``HeldJobs`` keeps what the worker holds, ``Maintenance`` extends its leases, takes
+back expired ones and prunes, ``Completer`` marks ``atomic=False`` jobs succeeded in batches,
+and ``shutdown`` hands back and gives up jobs when it stops. ``run_outbox_worker`` is a thin
+command around this class; tests drive it directly.
 
 Database errors never end the worker: every loop backs off and goes on (``ErrorBackoff``).
 """
@@ -22,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from django.db import DatabaseError, connections
 
@@ -39,6 +41,7 @@ from ..retry import RetryPolicy
 from ..validation.text import worker_id_error
 from . import health, shutdown
 from .activity import ActivityCounter
+from .auto_prefetch import AdaptivePrefetch
 from .claims import ClaimPolicy
 from .completer import Completer
 from .held_jobs import HeldJobs
@@ -94,7 +97,7 @@ class Worker:
         max_jobs: int | None = None,
         shutdown_timeout: float | None = None,
         worker_id: str | None = None,
-        prefetch: int | None = None,
+        prefetch: int | Literal["auto"] | None = None,
         cron: bool = True,
         relay: bool = True,
     ) -> None:
@@ -124,23 +127,21 @@ class Worker:
         )
         self.history_limit = outbox.error_history
         self.fallback_policy = RetryPolicy.from_setting(outbox.retry)
-        self.prefetch = outbox.prefetch if prefetch is None else prefetch
+        prefetch = outbox.prefetch if prefetch is None else prefetch
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1.")
-        if self.prefetch < 0:
-            raise ValueError("prefetch must be at least 0.")
+        if prefetch != "auto" and (not isinstance(prefetch, int) or prefetch < 0):
+            raise ValueError(f'prefetch must be "auto" or an integer >= 0, not {prefetch!r}.')
         if max_jobs is not None and max_jobs < 1:
             raise ValueError("max_jobs must be at least 1.")
-        # Jobs held at most: one per thread, plus those claimed ahead.
-        self.capacity = self.concurrency + self.prefetch
-        # A busy worker claims again once this many places are free, so that claims stay
-        # batched; without prefetch, as soon as one thread is free.
-        self.claim_threshold = max(1, self.prefetch // 2)
+        # With "auto", the prefetch follows how long recent jobs ran, from none at the start.
+        self.auto_prefetch = AdaptivePrefetch(self.concurrency) if prefetch == "auto" else None
+        self.held = HeldJobs(self.concurrency)
+        self._set_prefetch(0 if prefetch == "auto" else prefetch)
 
         # Before any thread of the worker connects.
         queries_for(connections[self.using]).configure_worker_connections(connections[self.using])
         self.stats = WorkerStats()
-        self.held = HeldJobs(self.capacity)
         self._ready = ReadyJobs()
         self._wake = threading.Event()
         # Whether a finished job should wake the loop at once rather than at its next poll.
@@ -262,7 +263,7 @@ class Worker:
             self.worker_id,
             ",".join(self.queues) or "*" + "".join(f" -{queue}" for queue in self.excluded_queues),
             self.concurrency,
-            self.prefetch,
+            "auto" if self.auto_prefetch is not None else self.prefetch,
         )
         health.track(self.health)
         wakeups.subscribe(self._job_enqueued)
@@ -367,6 +368,30 @@ class Worker:
         except DatabaseError:
             # The claim that follows meets the same error and backs off; the heartbeat retries.
             connections[self.using].close()
+
+    def _set_prefetch(self, prefetch: int) -> None:
+        """Claim up to ``prefetch`` jobs ahead of free threads from now on (``held.lock`` held,
+        or before the worker runs)."""
+        self.prefetch = prefetch
+        # Jobs held at most: one per thread, plus those claimed ahead.
+        self.capacity = self.concurrency + prefetch
+        self.held.capacity = self.capacity
+        # A busy worker claims again once this many places are free, so that claims stay
+        # batched; without prefetch, as soon as one thread is free.
+        self.claim_threshold = max(1, prefetch // 2)
+
+    def _attempt_ended(self, job: ClaimedJob) -> None:
+        """Adapt an ``"auto"`` prefetch to how long ``job`` kept its thread: from its handler's
+        start to its outcome recorded (an atomic job's commit included) or handed to the
+        completer."""
+        if self.auto_prefetch is None or job.handler_started is None:
+            # A fixed prefetch; or the job never reached its handler (cancelled, undecodable).
+            return
+        seconds = time.monotonic() - job.handler_started
+        with self.held.lock:
+            prefetch = self.auto_prefetch.record(seconds)
+            if prefetch != self.prefetch:
+                self._set_prefetch(prefetch)
 
     def _max_jobs_reached(self) -> bool:
         return self.max_jobs is not None and self.stats.claimed >= self.max_jobs
@@ -545,6 +570,7 @@ class Worker:
             abandoned = False
             if outcome is not None:
                 self._outcome_errors.succeeded()
+        self._attempt_ended(job)
         if outcome is None:
             # Handed to the completer (see _complete_later), which records the outcome.
             return

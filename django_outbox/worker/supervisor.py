@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .stop_signals import ABORT_SIGNAL, on_supervised_signals
 
@@ -49,7 +49,7 @@ class WorkerOptions:
     max_jobs: int | None = None
     shutdown_timeout: float | None = None
     worker_id: str | None = None
-    prefetch: int | None = None
+    prefetch: int | Literal["auto"] | None = None
     log_level: int | None = None
     # Whether the worker enqueues cron entries' ticks (run_outbox_worker --no-cron: not).
     cron: bool = True

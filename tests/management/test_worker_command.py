@@ -7,6 +7,7 @@ import sys
 import pytest
 from django.core.management import CommandError, call_command
 
+from django_outbox import signals
 from django_outbox.models import Job, JobStatus
 from django_outbox.worker.loop import Worker
 from tests.helpers import REPO
@@ -39,7 +40,8 @@ def run_command(*args):
         (["--processes", "-1"], "expected a number >= 1"),
         (["--max-jobs", "x"], "expected a whole number, got 'x'"),
         (["--shutdown-timeout", "nan"], "expected a finite number"),
-        (["--prefetch", "-1"], "expected a number >= 0"),
+        (["--prefetch", "-1"], "expected auto or a whole number from 0 to 100000, got '-1'"),
+        (["--prefetch", "fast"], "expected auto or a whole number from 0 to 100000"),
     ],
 )
 def test_an_option_out_of_bounds_is_refused_at_parsing(args, message):
@@ -122,3 +124,20 @@ def test_verbosity_shows_django_s_task_lines_as_its_reference_worker_does(verbos
     assert ("job succeeded" in finished.stderr) is shown
     # DEBUG from -v 2 on: each job's start, and Django's own start line.
     assert ("job started" in finished.stderr) is (verbosity == "3")
+
+
+@pytest.mark.parametrize(("argument", "adaptive", "prefetch"), [("auto", True, 0), ("7", False, 7)])
+def test_prefetch_is_auto_or_a_count(argument, adaptive, prefetch):
+    started = []
+
+    def record(sender, worker, **kwargs):
+        started.append(worker)
+
+    signals.worker_started.connect(record)
+    try:
+        run_command("--prefetch", argument)
+    finally:
+        signals.worker_started.disconnect(record)
+
+    [worker] = started
+    assert (worker.auto_prefetch is not None, worker.prefetch) == (adaptive, prefetch)

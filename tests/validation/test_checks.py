@@ -19,7 +19,12 @@ from django_outbox import RetryPolicy, Task
 from django_outbox.checks import check_outbox_setting
 from django_outbox.conf import get_settings
 from django_outbox.jobs.transitions import prune_finished
-from django_outbox.management.arguments import non_negative_int, non_negative_seconds, positive_int
+from django_outbox.management.arguments import (
+    non_negative_int,
+    non_negative_seconds,
+    positive_int,
+    prefetch_argument,
+)
 from django_outbox.models import Job, JobStatus
 from django_outbox.validation.bounds import (
     CONCURRENCY_MAX,
@@ -114,6 +119,8 @@ INVALID = [
     pytest.param({"ERROR_HISTORY": -1}, "django_outbox.E005", id="E005-negative"),
     pytest.param({"PREFETCH": -1}, "django_outbox.E005", id="E005-negative-prefetch"),
     pytest.param({"PREFETCH": 1.5}, "django_outbox.E005", id="E005-float-prefetch"),
+    pytest.param({"PREFETCH": "fast"}, "django_outbox.E005", id="E005-string-prefetch"),
+    pytest.param({"PREFETCH": "Auto"}, "django_outbox.E005", id="E005-capitalised-auto"),
     pytest.param({"PROCESSES": 0}, "django_outbox.E005", id="E005-zero-processes"),
     pytest.param({"PROCESSES": "2"}, "django_outbox.E005", id="E005-string-processes"),
     # E005: each count's maximum.
@@ -299,6 +306,7 @@ def test_each_invalid_setting_gives_exactly_its_check_id_with_a_hint(outbox, che
         pytest.param({"RETENTION": {"SUCCEEDED": 0.5}}, id="retention-partial"),
         pytest.param({"RETENTION": {}}, id="retention-empty"),
         pytest.param({"PREFETCH": 100, "PROCESSES": 8}, id="prefetch-processes"),
+        pytest.param({"PREFETCH": "auto"}, id="prefetch-auto"),
     ],
 )
 def test_valid_settings_give_no_errors(outbox):
@@ -374,6 +382,19 @@ def test_a_partial_retention_setting_keeps_the_other_default():
         }
     with override_settings(OUTBOX={"PREFETCH": 7, "PROCESSES": 3}):
         assert (get_settings().prefetch, get_settings().processes) == (7, 3)
+
+
+def test_prefetch_is_auto_by_default_and_another_word_is_refused_naming_what_is_accepted():
+    with override_settings(OUTBOX={}):
+        assert get_settings().prefetch == "auto"
+    with override_settings(OUTBOX={"PREFETCH": "fast"}):
+        [error] = check_outbox_setting()
+        with pytest.raises(ImproperlyConfigured, match='must be "auto" or an integer'):
+            get_settings()
+    assert error.id == "django_outbox.E005"
+    assert error.msg == (
+        "OUTBOX['PREFETCH'] is 'fast'; it must be \"auto\" or an integer from 0 to 100000."
+    )
 
 
 def test_a_partial_retry_setting_keeps_the_other_defaults():
@@ -529,8 +550,18 @@ def test_the_largest_delays_and_retention_allowed_are_datetimes_the_database_sto
         ),
         (["--shutdown-timeout", "1e300"], "--shutdown-timeout: expected seconds <= 86400"),
         (["--shutdown-timeout", "86401"], "--shutdown-timeout: expected seconds <= 86400"),
-        (["--prefetch", "100001"], "--prefetch: expected a number <= 100000, got 100001"),
-        (["--prefetch", "nan"], "--prefetch: expected a whole number, got 'nan'"),
+        (
+            ["--prefetch", "100001"],
+            "--prefetch: expected auto or a whole number from 0 to 100000, got '100001'",
+        ),
+        (
+            ["--prefetch", "nan"],
+            "--prefetch: expected auto or a whole number from 0 to 100000, got 'nan'",
+        ),
+        (
+            ["--prefetch", "fast"],
+            "--prefetch: expected auto or a whole number from 0 to 100000, got 'fast'",
+        ),
         (["--concurrency", "inf"], "--concurrency: expected a whole number, got 'inf'"),
         (["--concurrency", str(10**9)], "--concurrency: expected a number <= 1000"),
         (["--processes", "257"], "--processes: expected a number <= 256"),
@@ -544,6 +575,7 @@ def test_the_largest_delays_and_retention_allowed_are_datetimes_the_database_sto
         "shutdown-above-max",
         "prefetch-above-max",
         "prefetch-nan",
+        "prefetch-unknown-word",
         "concurrency-inf",
         "concurrency-above-max",
         "processes-above-max",
@@ -561,4 +593,7 @@ def test_the_worker_options_accept_their_bounds():
     assert non_negative_seconds("0") == 0.0
     assert non_negative_seconds(str(SHUTDOWN_TIMEOUT_MAX)) == SHUTDOWN_TIMEOUT_MAX
     assert non_negative_int(str(PREFETCH_MAX)) == PREFETCH_MAX
+    assert prefetch_argument(str(PREFETCH_MAX)) == PREFETCH_MAX
+    assert prefetch_argument("0") == 0
+    assert prefetch_argument("auto") == "auto"
     assert positive_int(str(MAX_ATTEMPTS_MAX)) == MAX_ATTEMPTS_MAX

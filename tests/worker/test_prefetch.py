@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
+from django_outbox.claimed import ClaimedJob
 from django_outbox.models import Job, JobStatus
+from django_outbox.worker.auto_prefetch import (
+    SHORT_JOB_SECONDS,
+    WARM_UP_ATTEMPTS,
+    AdaptivePrefetch,
+)
 from django_outbox.worker.loop import Worker
 from django_outbox.worker.runner import Outcome
 from tests.helpers import run_worker
@@ -97,3 +104,95 @@ def test_prefetch_defaults_to_the_setting(settings, claims):
     run_worker(concurrency=2)
 
     assert claims[0] == (5, 5)
+
+
+# PREFETCH "auto": claim ahead while the jobs run short, not otherwise.
+
+
+@pytest.mark.parametrize(
+    ("durations", "prefetch"),
+    [
+        pytest.param([], 0, id="nothing-ran-yet"),
+        # Until a few jobs finished, nothing says they are short: no claiming ahead.
+        pytest.param([0.001] * (WARM_UP_ATTEMPTS - 1), 0, id="short-but-warming-up"),
+        pytest.param([0.001] * WARM_UP_ATTEMPTS, 8, id="short"),
+        pytest.param([0.3] * 50, 0, id="long"),
+        pytest.param([SHORT_JOB_SECONDS] * 10, 0, id="at-the-threshold"),
+        # The average follows a change of workload both ways, within a few dozen jobs.
+        pytest.param([0.001] * 20 + [1.0] * 10, 0, id="short-then-long"),
+        pytest.param([1.0] * 20 + [0.001] * 60, 8, id="long-then-short"),
+        # A lone slow job among short ones does not stop the claiming ahead.
+        pytest.param([0.001] * 20 + [0.5] + [0.001] * 5, 8, id="one-slow-among-short"),
+    ],
+)
+def test_auto_prefetch_claims_concurrency_ahead_only_while_recent_jobs_are_short(
+    durations, prefetch
+):
+    adaptive = AdaptivePrefetch(concurrency=8)
+    for seconds in durations:
+        adaptive.record(seconds)
+    assert adaptive.prefetch() == prefetch
+
+
+def most_held_by(worker: Worker) -> Callable[[], int]:
+    """Record the most jobs ``worker`` held waiting for a thread or running, after each claim;
+    return what reads it."""
+    most = 0
+    real_add = worker.held.add
+
+    def add(jobs: list[ClaimedJob]) -> None:
+        nonlocal most
+        real_add(jobs)
+        with worker.held.lock:
+            most = max(most, worker.held.waiting_or_running())
+
+    worker.held.add = add  # type: ignore[method-assign]
+    return lambda: most
+
+
+def test_with_auto_prefetch_a_worker_of_long_jobs_claims_no_more_than_its_threads(claims, log):
+    jobs = tasks.record_run.enqueue_many([{"log": str(log), "sleep": 0.3} for _ in range(10)])
+
+    worker = Worker(burst=True, concurrency=2, prefetch="auto")
+    most_held = most_held_by(worker)
+    stats = worker.run()
+
+    assert stats.outcomes == Counter({Outcome.SUCCEEDED: 10})
+    assert runs_per_job(log) == Counter({job.pk: 1 for job in jobs})
+    # Every claim asked for free threads only: the worker never held a job no thread ran.
+    assert all(limit <= 2 for limit, _ in claims)
+    assert most_held() == 2
+    assert worker.prefetch == 0
+    assert worker.capacity == worker.held.capacity == 2
+
+
+def test_with_auto_prefetch_a_worker_of_short_jobs_claims_ahead_in_batches(claims):
+    tasks.noop.enqueue_many([{"n": n} for n in range(200)])
+
+    worker = Worker(burst=True, concurrency=2, prefetch="auto")
+    most_held = most_held_by(worker)
+    stats = worker.run()
+
+    assert stats.outcomes == Counter({Outcome.SUCCEEDED: 200})
+    # It starts as a worker without prefetch; once a few jobs ran short, it claims up to its
+    # threads' worth ahead.
+    assert claims[0] == (2, 2)
+    assert all(limit <= 4 for limit, _ in claims)
+    assert most_held() > 2
+    assert worker.prefetch == 2
+    assert worker.capacity == worker.held.capacity == 4
+    assert worker.claim_threshold == 1
+
+
+def test_auto_prefetch_is_the_default(settings, claims):
+    settings.OUTBOX = {key: value for key, value in settings.OUTBOX.items() if key != "PREFETCH"}
+
+    worker = Worker(concurrency=3)
+
+    assert worker.auto_prefetch is not None
+    assert (worker.prefetch, worker.capacity, worker.held.capacity) == (0, 3, 3)
+
+
+def test_a_prefetch_other_than_auto_or_a_count_is_refused():
+    with pytest.raises(ValueError, match='prefetch must be "auto" or an integer >= 0'):
+        Worker(prefetch="fast")  # type: ignore[arg-type]

@@ -17,9 +17,9 @@ from ...worker.stop_signals import exit_at_once, on_stop_signals
 from ...worker.supervisor import Supervisor, WorkerOptions, configure_console_logging
 from ..arguments import (
     concurrency_int,
-    non_negative_int,
     non_negative_seconds,
     positive_int,
+    prefetch_argument,
     processes_int,
     queue_argument,
     worker_id_argument,
@@ -70,10 +70,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--prefetch",
-            type=non_negative_int,
+            type=prefetch_argument,
             default=None,
-            help="Jobs claimed ahead of free threads (per process), for many short jobs. "
-            "Default: OUTBOX['PREFETCH'] (0).",
+            help="Jobs claimed ahead of free threads (per process), for many short jobs; auto: "
+            "as many as threads while jobs run shorter than 0.1 s, none otherwise. "
+            "Default: OUTBOX['PREFETCH'] (auto).",
         )
         parser.add_argument(
             "--burst",
