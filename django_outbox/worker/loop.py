@@ -383,15 +383,14 @@ class Worker:
     def _attempt_ended(self, job: ClaimedJob) -> None:
         """Adapt an ``"auto"`` prefetch to how long ``job`` kept its thread: from its handler's
         start to its outcome recorded (an atomic job's commit included) or handed to the
-        completer."""
+        completer. Called with ``held.lock`` held, before the freed slot wakes the loop, so
+        that the claim it wakes for sees the new capacity."""
         if self.auto_prefetch is None or job.handler_started is None:
             # A fixed prefetch; or the job never reached its handler (cancelled, undecodable).
             return
-        seconds = time.monotonic() - job.handler_started
-        with self.held.lock:
-            prefetch = self.auto_prefetch.record(seconds)
-            if prefetch != self.prefetch:
-                self._set_prefetch(prefetch)
+        prefetch = self.auto_prefetch.record(time.monotonic() - job.handler_started)
+        if prefetch != self.prefetch:
+            self._set_prefetch(prefetch)
 
     def _max_jobs_reached(self) -> bool:
         return self.max_jobs is not None and self.stats.claimed >= self.max_jobs
@@ -570,7 +569,6 @@ class Worker:
             abandoned = False
             if outcome is not None:
                 self._outcome_errors.succeeded()
-        self._attempt_ended(job)
         if outcome is None:
             # Handed to the completer (see _complete_later), which records the outcome.
             return
@@ -584,6 +582,7 @@ class Worker:
             else:
                 self.held.drop([job.id])
             self.stats.outcomes[outcome] += 1
+            self._attempt_ended(job)
             self._slot_freed()
         self.activity.add(job.queue, outcome)
 
@@ -591,6 +590,7 @@ class Worker:
         """Free the thread now; the completer marks the job succeeded with others."""
         with self.held.lock:
             self.held.mark_completing(job)
+            self._attempt_ended(job)
             self._slot_freed()
         self._completer.add(job)
 
