@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from django.db.models import Count
 
 from django_outbox.models import Job, JobStatus
+from tests.processes import WorkerProcess, wait_until
+from tests.testapp import tasks
 from tests.testapp.models import Note
 
 FULL = os.environ.get("OUTBOX_CHAOS_SCALE") == "full"
@@ -58,4 +62,41 @@ def check_outcomes(atomic_ids: list[int], non_atomic_ids: list[int]) -> dict[str
         "duplicates": duplicates,
         "jobs_retaken": retaken,
         "max_attempts": max(attempts.values()),
+    }
+
+
+def ride_out_outage(
+    stop: Callable[[], None],
+    start: Callable[[], None],
+    outage: int,
+    *,
+    atomic: list[int],
+    non_atomic: list[int],
+    workers: Sequence[WorkerProcess],
+    succeeded: Callable[[], int],
+    timeout: int,
+) -> dict[str, Any]:
+    """Stop the database server for ``outage`` seconds while ``workers`` drain ``atomic`` and
+    ``non_atomic`` jobs, enqueue more the moment it is back, and wait until every job
+    succeeded: the workers alive, each having logged that it works again. Return the figures
+    (``check_outcomes``', the jobs in all and how soon a job succeeded after the start)."""
+    stop()
+    time.sleep(outage)
+    start()
+    back_at = time.monotonic()
+    # New work as soon as the server is back, whatever is left of the first.
+    atomic += [job.pk for job in tasks.chaos_atomic.enqueue_many([{}] * 100)]
+    jobs = len(atomic) + len(non_atomic)
+    done_before = succeeded()
+    wait_until(lambda: succeeded() > done_before, timeout=60, what="a job to succeed again")
+    reconnected_in = time.monotonic() - back_at
+    wait_until(lambda: succeeded() == jobs, timeout=timeout, what="every job")
+    for worker in workers:
+        assert worker.popen.poll() is None, f"a worker died:\n{worker.stderr}"
+        assert "works again" in worker.stderr
+    assert not Job.objects.unfinished().exists()
+    return {
+        "jobs": jobs,
+        "reconnected_in_s": round(reconnected_in, 2),
+        **check_outcomes(atomic, non_atomic),
     }

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from django_outbox.models import Job
-from tests.chaos.outcomes import check_outcomes, report, scaled
+from tests.chaos.outcomes import report, ride_out_outage, scaled
 from tests.helpers import REPO
 from tests.processes import wait_until
 from tests.testapp import tasks
@@ -99,34 +98,17 @@ def test_workers_ride_out_killed_backends_a_restart_and_a_stopped_server(
     cluster("restart")
 
     connection.close()
-    cluster("stop")
-    time.sleep(outage)
-    cluster("start")
-    back_at = time.monotonic()
-    # New work as soon as the server is back, whatever is left of the first.
-    later = [job.pk for job in tasks.chaos_atomic.enqueue_many([{}] * 100)]
-    atomic += later
-    jobs += len(later)
-    done_before = succeeded()
-    wait_until(lambda: succeeded() > done_before, timeout=60, what="a job to succeed again")
-    reconnected_in = time.monotonic() - back_at
-
-    wait_until(lambda: succeeded() == jobs, timeout=scaled(120, 300), what="every job")
-    for worker in (plain, supervised):
-        assert worker.popen.poll() is None, f"a worker died:\n{worker.stderr}"
-        assert "works again" in worker.stderr
-    assert not Job.objects.unfinished().exists()
-    figures = check_outcomes(atomic, non_atomic)
-    report(
-        "database",
-        jobs=jobs,
-        backends_killed=killed,
-        restarts=1,
-        outage_s=outage,
-        reconnected_in_s=round(reconnected_in, 2),
-        lost=0,
-        **figures,
+    figures = ride_out_outage(
+        lambda: cluster("stop"),
+        lambda: cluster("start"),
+        outage,
+        atomic=atomic,
+        non_atomic=non_atomic,
+        workers=(plain, supervised),
+        succeeded=succeeded,
+        timeout=scaled(120, 300),
     )
+    report("database", backends_killed=killed, restarts=1, outage_s=outage, lost=0, **figures)
     for worker in (plain, supervised):
         worker.send(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0, worker.stderr

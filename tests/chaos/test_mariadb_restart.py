@@ -20,8 +20,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection
 
-from django_outbox.models import Job
-from tests.chaos.outcomes import check_outcomes, report, scaled
+from tests.chaos.outcomes import report, ride_out_outage, scaled
 from tests.processes import wait_until
 from tests.testapp import tasks
 
@@ -186,32 +185,18 @@ def test_workers_ride_out_killed_connections_and_a_server_restart_mid_drain(
         time.sleep(0.5)
 
     connection.close()
-    private_mariadb.stop()
-    time.sleep(outage)
-    private_mariadb.start()
-    back_at = time.monotonic()
-    later = [job.pk for job in tasks.chaos_atomic.enqueue_many([{}] * 100)]
-    atomic += later
-    jobs += len(later)
-    done_before = succeeded()
-    wait_until(lambda: succeeded() > done_before, timeout=60, what="a job to succeed again")
-    reconnected_in = time.monotonic() - back_at
-
-    wait_until(lambda: succeeded() == jobs, timeout=scaled(180, 400), what="every job")
-    for worker in (plain, supervised):
-        assert worker.popen.poll() is None, f"a worker died:\n{worker.stderr}"
-        assert "works again" in worker.stderr
-    assert not Job.objects.unfinished().exists()
-    figures = check_outcomes(atomic, non_atomic)
+    figures = ride_out_outage(
+        private_mariadb.stop,
+        private_mariadb.start,
+        outage,
+        atomic=atomic,
+        non_atomic=non_atomic,
+        workers=(plain, supervised),
+        succeeded=succeeded,
+        timeout=scaled(180, 400),
+    )
     report(
-        "mariadb-restart",
-        jobs=jobs,
-        connections_killed=killed,
-        restarts=1,
-        outage_s=outage,
-        reconnected_in_s=round(reconnected_in, 2),
-        lost=0,
-        **figures,
+        "mariadb-restart", connections_killed=killed, restarts=1, outage_s=outage, lost=0, **figures
     )
     for worker in (plain, supervised):
         worker.send(signal.SIGTERM)
