@@ -34,6 +34,10 @@ def test_two_relay_processes_publish_everything_once_keeping_each_keys_order(wor
             workers("--relay-only", "--worker-id", f"relay-{n}", OUTBOX_TEST_BROKERS=BROKERS)
             for n in range(2)
         ]
+        # A SIGTERM that lands before a process has set its handlers (a slow start on a loaded
+        # machine) kills it; the test is about stopping running relays.
+        for relay in relays:
+            relay.wait_for_output("relay started", timeout=60)
         for start in range(0, 600, 50):
             publish_many(topic, [{"n": n} for n in range(start, start + 50)], key=f"k{start % 7}")
         wait_until(lambda: not Message.objects.exists(), timeout=30, what="the relays to drain")
