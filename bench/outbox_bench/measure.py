@@ -28,7 +28,7 @@ from django_outbox.worker.supervisor import Supervisor, WorkerOptions
 
 from . import tasks as bench_tasks
 from .bare import BARE_QUEUE, BareFloor, measure_bare_floor
-from .clients import rate_in_processes
+from .clients import Clients
 from .tables import bare_row_model, created, effect_model
 from .tasks import QUEUE, START_PORT_VARIABLE
 from .writes import WRITE_KINDS, rate_in_this_process, using
@@ -104,13 +104,15 @@ def measure_enqueue(count: int, clients: int) -> dict[str, float]:
     same machine; each figure is the median of its blocks.
     """
     rates: dict[str, list[float]] = {kind: [] for kind in WRITE_KINDS}
-    with created(bare_row_model(), using()):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(created(bare_row_model(), using()))
+        pool = stack.enter_context(Clients(clients)) if clients > 1 else None
         for _ in range(3):
             for kind in WRITE_KINDS:
-                if clients == 1:
+                if pool is None:
                     rates[kind].append(rate_in_this_process(kind, count // 3))
                 else:
-                    rates[kind].append(rate_in_processes(kind, count // 3, clients))
+                    rates[kind].append(pool.rate(kind, count // 3))
     delete_bench_jobs()
     return {kind: median(values) for kind, values in rates.items()}
 
