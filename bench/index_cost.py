@@ -98,8 +98,13 @@ def measure_state(enqueue_jobs: int, jobs: int) -> dict[str, float]:
     return figures
 
 
+def progress(line: str) -> None:
+    # Flushed: the rounds take minutes, and the output is often a file.
+    print(line, flush=True)
+
+
 def bench_indexes(
-    rounds: int, enqueue_jobs: int, jobs: int, log: Callable[[str], None] = print
+    rounds: int, enqueue_jobs: int, jobs: int, log: Callable[[str], None] = progress
 ) -> dict[str, list[dict[str, float]]]:
     """Measure each state of STATES ``rounds`` times, in a rotated order; return the figures of
     each state's rounds (in round order)."""
