@@ -6,14 +6,16 @@ the script drops and rebuilds the indexes it measures, so use a database of your
 
     DEBUG=false DATABASE_URL=postgres://postgres@127.0.0.1:5432/outbox_bench PYTHONPATH=../bench \
         DJANGO_SETTINGS_MODULE=outbox_bench.settings ../.venv/bin/python ../bench/index_cost.py \
-        [--rounds 3] [--jobs 20000] [--enqueue-jobs 3000]
+        [--rounds 3] [--jobs 20000] [--enqueue-jobs 3000] [--enqueue-clients 1 --enqueue-clients 4]
 
 ``outbox_job_queue`` (queue, id) and ``outbox_job_task`` (task_name, id) take an entry at each
 enqueue and at each row version PostgreSQL cannot write in place: a claim and a completion change
 the status, which the partial indexes' conditions name. Each round measures, in turn (the order
 rotated from round to round), the table with both indexes, without ``outbox_job_task``, and
-without either: ``outbox_bench``'s enqueue (one job per transaction, from 4 clients and from 1;
-beside a bare model's ``create()``, which no index of the job table slows) and its drain of
+without either: ``outbox_bench``'s enqueue (one job per transaction, from 1 client or more, as
+``--enqueue-clients`` says; beside a bare model's ``create()``, which no index of the job table
+slows; clients beyond 1 are processes started for each figure, a minute of start-ups on a loaded
+machine) and its drain of
 no-op ``atomic=False`` jobs (2 worker processes x 8 threads, ``--prefetch 100``: the claims and
 the completions). It prints each figure's median and, per round, its ratio to the table without
 either index. The indexes are rebuilt at the end.
@@ -38,15 +40,20 @@ STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("without either", ()),
 )
 BASELINE = "without either"
-#: The figures printed: (key, label, whether more is better).
-FIGURES = (
-    ("enqueue_per_s", "enqueue, 4 clients, jobs/s", True),
-    ("enqueue_cost_vs_create", "  its cost against a bare create()", False),
-    ("enqueue_1_client_per_s", "enqueue, 1 client, jobs/s", True),
-    ("enqueue_1_client_cost_vs_create", "  its cost against a bare create()", False),
-    ("drain_per_s", "drain (claim and completion), jobs/s", True),
-    ("drain_cpu_us_per_job", "  worker CPU per job, us", False),
+#: The drain's figures printed after the enqueues': (key, label).
+DRAIN_FIGURES = (
+    ("drain_per_s", "drain (claim and completion), jobs/s"),
+    ("drain_cpu_us_per_job", "  worker CPU per job, us"),
 )
+
+
+def figures_of(clients: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
+    """The figures measured with enqueues from each of ``clients``: (key, label)."""
+    enqueues: list[tuple[str, str]] = []
+    for count in clients:
+        enqueues.append((f"enqueue_{count}_per_s", f"enqueue, {count} client(s), jobs/s"))
+        enqueues.append((f"enqueue_{count}_cost_vs_create", "  its cost against a create()"))
+    return (*enqueues, *DRAIN_FIGURES)
 
 
 def setup() -> None:
@@ -80,16 +87,16 @@ def set_indexes(present: tuple[str, ...]) -> None:
                 editor.remove_index(Job, index)
 
 
-def measure_state(enqueue_jobs: int, jobs: int) -> dict[str, float]:
-    """The figures of FIGURES on the table as it is."""
+def measure_state(enqueue_jobs: int, jobs: int, clients: tuple[int, ...]) -> dict[str, float]:
+    """The figures of ``figures_of(clients)`` on the table as it is."""
     from outbox_bench import measure
     from outbox_bench import tasks as bench_tasks
 
     figures: dict[str, float] = {}
-    for clients, suffix in ((4, ""), (1, "_1_client")):
-        rates = measure.measure_enqueue(enqueue_jobs, clients)
-        figures[f"enqueue{suffix}_per_s"] = rates["enqueue"]
-        figures[f"enqueue{suffix}_cost_vs_create"] = rates["create"] / rates["enqueue"]
+    for count in clients:
+        rates = measure.measure_enqueue(enqueue_jobs, count)
+        figures[f"enqueue_{count}_per_s"] = rates["enqueue"]
+        figures[f"enqueue_{count}_cost_vs_create"] = rates["create"] / rates["enqueue"]
     with measure.running_workers(2, 8, 100) as workers:
         rate, cpu = measure.drain_with_cpu(workers, jobs, bench_tasks.noop)
     figures["drain_per_s"] = rate
@@ -104,7 +111,11 @@ def progress(line: str) -> None:
 
 
 def bench_indexes(
-    rounds: int, enqueue_jobs: int, jobs: int, log: Callable[[str], None] = progress
+    rounds: int,
+    enqueue_jobs: int,
+    jobs: int,
+    clients: tuple[int, ...],
+    log: Callable[[str], None] = progress,
 ) -> dict[str, list[dict[str, float]]]:
     """Measure each state of STATES ``rounds`` times, in a rotated order; return the figures of
     each state's rounds (in round order)."""
@@ -114,11 +125,14 @@ def bench_indexes(
             shift = round_number % len(STATES)
             for name, present in STATES[shift:] + STATES[:shift]:
                 set_indexes(present)
-                figures = measure_state(enqueue_jobs, jobs)
+                figures = measure_state(enqueue_jobs, jobs, clients)
                 results[name].append(figures)
+                enqueues = ", ".join(
+                    f"{count} client(s) {figures[f'enqueue_{count}_per_s']:,.0f}/s"
+                    for count in clients
+                )
                 log(
-                    f"round {round_number + 1}, {name}: enqueue {figures['enqueue_per_s']:,.0f}/s "
-                    f"(1 client {figures['enqueue_1_client_per_s']:,.0f}/s), drain "
+                    f"round {round_number + 1}, {name}: enqueue {enqueues}; drain "
                     f"{figures['drain_per_s']:,.0f}/s"
                 )
     finally:
@@ -126,11 +140,11 @@ def bench_indexes(
     return results
 
 
-def report(results: dict[str, list[dict[str, float]]]) -> None:
+def report(results: dict[str, list[dict[str, float]]], clients: tuple[int, ...]) -> None:
     rounds = len(results[BASELINE])
     print(f"\nMedians of {rounds} rounds; in brackets each round's ratio to '{BASELINE}'")
     print("(a ratio below 1 for a rate, above 1 for a cost or CPU, is what the indexes cost):")
-    for key, label, _ in FIGURES:
+    for key, label in figures_of(clients):
         print(label)
         for name, _ in STATES:
             values = [figures[key] for figures in results[name]]
@@ -156,10 +170,17 @@ def main() -> None:
     parser.add_argument(
         "--enqueue-jobs", type=int, default=3_000, help="Jobs enqueued a figure (3,000)."
     )
+    parser.add_argument(
+        "--enqueue-clients",
+        type=int,
+        action="append",
+        help="Clients enqueueing at once; repeat for several (default: 1).",
+    )
     arguments = parser.parse_args()
+    clients = tuple(arguments.enqueue_clients or [1])
     setup()
-    results: Any = bench_indexes(arguments.rounds, arguments.enqueue_jobs, arguments.jobs)
-    report(results)
+    results: Any = bench_indexes(arguments.rounds, arguments.enqueue_jobs, arguments.jobs, clients)
+    report(results, clients)
 
 
 if __name__ == "__main__":
