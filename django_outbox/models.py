@@ -313,13 +313,16 @@ class Job(models.Model):
             # PostgreSQL can make in place (HOT) stay so; the others write one entry more.
             # Columns, not expressions: MariaDB, which builds no index on expressions, has it too.
             models.Index(fields=["queue", "id"], name="outbox_job_queue"),
+            # The same for a task's list (a task renamed, or one that rarely runs, holds a few
+            # old jobs among millions). Every enqueue, claim and completion writes one entry in
+            # it, as in outbox_job_queue (docs/performance.md measures what that costs).
+            models.Index(fields=["task_name", "id"], name="outbox_job_task"),
             # The admin's search of error messages (error:TEXT) has on PostgreSQL a trigram
             # index of its own where pg_trgm can be installed: migration 0021 builds it (the
             # extension is not known to every server, so the model does not declare it).
             # The admin's failed jobs of one task or queue, the latest failure first: what an
             # operator looks for (a job that fails again comes back to the top). An entry only
-            # when a job fails; a task without a status filter is listed along the primary key
-            # (fast for all but a few jobs among millions).
+            # when a job fails.
             models.Index(
                 F("task_name"),
                 F("finished_at"),

@@ -138,6 +138,11 @@ def test_every_database_lists_a_queue_along_its_own_index():
     assert table_indexes()["outbox_job_queue"]["columns"] == ["queue", "id"]
 
 
+def test_every_database_lists_a_task_along_its_own_index():
+    """MariaDB too: outbox_job_task is declared by columns, which it builds."""
+    assert table_indexes()["outbox_job_task"]["columns"] == ["task_name", "id"]
+
+
 @pytest.mark.postgresql
 def test_postgresql_has_the_error_searchs_trigram_index_of_jobs_with_an_error():
     """Built by migration 0021 where pg_trgm may be created (the test user may)."""
