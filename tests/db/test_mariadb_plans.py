@@ -86,6 +86,7 @@ def test_each_claim_reads_its_lane_of_the_claim_indexes_in_order(kind, queues, i
         PICK_SQL,
         PLAIN_LANE,
         claim_index_hint,
+        in_lane,
         with_lookup_hints,
     )
 
@@ -93,7 +94,7 @@ def test_each_claim_reads_its_lane_of_the_claim_indexes_in_order(kind, queues, i
     pick = with_lookup_hints(pick)
     queue_filter = f"AND queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
     sql = PICK_SQL.format(
-        lane=FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE,
+        in_lane=in_lane(FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE),
         queue_filter=queue_filter,
         pick=pick,
         order=order,
@@ -169,9 +170,11 @@ def test_the_rescue_of_expired_leases_reads_the_lease_index():
 
 @pytest.mark.usefixtures("backlog")
 def test_a_claim_of_a_key_behind_another_checks_the_line_by_the_key():
-    from django_outbox.db.mysql.queries import PICK_SQL, PLAIN_LANE
+    from django_outbox.db.mysql.queries import PICK_SQL, PLAIN_LANE, in_lane
 
     pick, order = CLAIMS[ClaimKind.FULL]
-    sql = PICK_SQL.format(lane=PLAIN_LANE, queue_filter="", pick=pick, order=order, index_hint="")
+    sql = PICK_SQL.format(
+        in_lane=in_lane(PLAIN_LANE), queue_filter="", pick=pick, order=order, index_hint=""
+    )
     text = plan(sql, [10])
     assert "outbox_job_lock_line" in text, text

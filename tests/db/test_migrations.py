@@ -45,10 +45,11 @@ def table_indexes():
 
 
 #: MariaDB: the composite indexes that stand for partial ones, led by the generated column of
-#: claimable jobs (``claim_lane``) or by the column the partial index's condition tests.
+#: claimable jobs of the index's lane (``plain_lane``, migration 0023) or by the column the
+#: partial index's condition tests.
 MARIADB_INDEXES = {
-    "outbox_job_claim_queue": ["claim_lane", "queue", "priority", "run_at", "id"],
-    "outbox_job_claim_any": ["claim_lane", "priority", "run_at", "id"],
+    "outbox_job_claim_queue": ["plain_lane", "queue", "priority", "run_at", "id"],
+    "outbox_job_claim_any": ["plain_lane", "priority", "run_at", "id"],
     "outbox_job_lease": ["status", "lease_expires_at"],
 }
 #: MariaDB: a model's index that another serves (the same columns, its id included).
@@ -75,11 +76,19 @@ def test_each_claim_and_lease_index_exists_with_its_columns_in_order(name):
 
 
 def test_mariadb_claim_lanes_hold_claimable_jobs_alone():
+    """Each lane's column holds its number for a claimable job of the lane alone (NULL for
+    every other job), so that a claim rewrites the entries of its lane's indexes, no others."""
     if connection.vendor != "mysql":
         pytest.skip("the claim lanes stand for partial indexes on MariaDB")
+    columns = ("plain_lane", "fair_lane", "limited_lane", "keyed_lane")
     lanes = {}
     for status in ("ready", "retrying", "running", "succeeded", "failed", "halted", "cancelled"):
-        for fair_key in (None, "tenant"):
+        for kind, fair_key, limit_key in (
+            ("plain", None, None),
+            ("fair", "tenant", None),
+            ("limited", None, "api"),
+            ("limited and fair", "tenant", "api"),
+        ):
             job = Job.objects.create(
                 task_name="t",
                 queue="q",
@@ -87,18 +96,24 @@ def test_mariadb_claim_lanes_hold_claimable_jobs_alone():
                 max_attempts=1,
                 fair_key=fair_key,
                 fair_round=0 if fair_key else None,
+                limit_key=limit_key,
                 lease_token="00000000-0000-0000-0000-000000000001",
                 lease_expires_at="2030-01-01T00:00:00Z",
             )
             with connection.cursor() as cursor:
-                cursor.execute("SELECT claim_lane FROM django_outbox_job WHERE id = %s", [job.pk])
-                lanes[status, fair_key] = cursor.fetchone()[0]
-    assert {key: lane for key, lane in lanes.items() if lane is not None} == {
-        ("ready", None): 1,
-        ("retrying", None): 1,
-        ("ready", "tenant"): 2,
-        ("retrying", "tenant"): 2,
+                cursor.execute(
+                    f"SELECT {', '.join(columns)} FROM django_outbox_job WHERE id = %s", [job.pk]
+                )
+                lanes[status, kind] = cursor.fetchone()
+    expected = {
+        "plain": (1, None, None, None),
+        "fair": (None, 2, None, 2),
+        "limited": (None, None, 3, 3),
+        "limited and fair": (None, None, 3, 3),
     }
+    for (status, kind), values in lanes.items():
+        claimable = status in ("ready", "retrying")
+        assert values == (expected[kind] if claimable else (None,) * 4), (status, kind, values)
 
 
 @pytest.mark.parametrize("name", PARTIAL_INDEXES)

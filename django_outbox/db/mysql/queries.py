@@ -2,10 +2,12 @@
 
 Neither database has UPDATE ... RETURNING, partial indexes or LISTEN. So a claim is a short
 transaction: a locking read of the candidates (SKIP LOCKED: concurrent claimers pass over each
-other's rows), then an UPDATE of those rows by primary key, then COMMIT. The claims read the
-indexes migration 0017 builds on the generated column ``claim_lane`` (1: a claimable job that
-is not fair, 2: a claimable fair job), which hold the claimable jobs first, in the claims'
-order. Workers poll: no enqueue wakes a worker of another process.
+other's rows), then an UPDATE of those rows by primary key, then COMMIT. The claims read
+indexes led by a generated column per lane (migration 0023: ``plain_lane``, ``fair_lane``,
+``limited_lane``: the lane's number for a claimable job of the lane, NULL for every other job),
+which hold the lane's jobs first, in the claims' order; a claim, which takes a job out of its
+lane, rewrites the entries of that lane's indexes alone. Workers poll: no enqueue wakes a
+worker of another process.
 
 Times are the database's clock in UTC (``UTC_TIMESTAMP(6)``), as Django stores datetimes on
 these databases with ``USE_TZ``: never the session's time zone, which ``NOW()`` would follow.
@@ -54,10 +56,15 @@ NOW = "UTC_TIMESTAMP(6)"
 #: The oldest servers supported: FOR UPDATE SKIP LOCKED came with MariaDB 10.6 and MySQL 8.0.
 MARIADB_OLDEST = (10, 6)
 MYSQL_OLDEST = (8, 0)
-#: The generated column's lanes (migrations 0017 and 0019).
+#: The claim lanes (migration 0023): each lane's number, and the generated column that holds
+#: it for the lane's claimable jobs (NULL for every other job) and leads the lane's indexes.
 PLAIN_LANE = 1
 FAIR_LANE = 2
 LIMITED_LANE = 3
+LANE_COLUMNS = {PLAIN_LANE: "plain_lane", FAIR_LANE: "fair_lane", LIMITED_LANE: "limited_lane"}
+#: The column of claimable fair and limited jobs (their lane's number), which leads the index
+#: of their due times (``outbox_job_claim_special``): whether either lane has jobs due.
+KEYED_LANE_COLUMN = "keyed_lane"
 #: The rows enqueuers lock to wait for each other (migration 0017), keys hashed into them.
 ENQUEUE_LOCK_TABLE = "django_outbox_enqueue_lock"
 ENQUEUE_LOCK_SLOTS = 4096
@@ -67,13 +74,19 @@ PICKED_COLUMNS = (
     "id, task_name, queue, payload, attempts, max_attempts, priority, resume_data, context"
 )
 
+
+def in_lane(lane: int) -> str:
+    """The condition that a job is claimable in ``lane``: the lead of the lane's indexes."""
+    return f"{LANE_COLUMNS[lane]} = {lane}"
+
+
 # The candidates, locked; rows other claimers hold are skipped, not waited for. The lane is
-# the claim kind's (the first column of every claim index); the queue filter follows it, so
-# that a worker of given queues reads the index of (lane, queue, order).
+# the claim kind's (``in_lane``: the first column of its indexes); the queue filter follows
+# it, so that a worker of given queues reads the index of (lane, queue, order).
 PICK_SQL = f"""
 SELECT {PICKED_COLUMNS}
 FROM {TABLE} AS candidate {{index_hint}}
-WHERE claim_lane = {{lane}} AND run_at <= {NOW}
+WHERE {{in_lane}} AND run_at <= {NOW}
   {{queue_filter}}{{pick}}
 ORDER BY {{order}}
 LIMIT %s
@@ -96,10 +109,11 @@ SET max_attempts = GREATEST(max_attempts, attempts + 1),
 WHERE id IN ({{ids}})
 """
 
-# Whether jobs of a lane (fair, limited) are due: every other claim is full here.
+# Whether jobs of a lane (fair, limited) are due: every other claim is full here. Along the
+# index of both lanes' due times (``outbox_job_claim_special``).
 LANE_WAITING_SQL = f"""
 SELECT 1 FROM {TABLE}
-WHERE claim_lane = {{lane}} AND run_at <= {NOW} {{queue_filter}}
+WHERE {KEYED_LANE_COLUMN} = {{lane}} AND run_at <= {NOW} {{queue_filter}}
 LIMIT 1
 """
 FAIR_WAITING_SQL = LANE_WAITING_SQL.replace("{lane}", str(FAIR_LANE))
@@ -146,19 +160,19 @@ INSERT_JOB_SQL = f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {INSERT_ROW}"
 RETURNING = " RETURNING id, run_at, enqueued_at"
 INSERTED_SQL = f"SELECT id, run_at, enqueued_at FROM {TABLE} WHERE id = %s"
 
-# The fair rounds' four looks (``fair_rounds.ROUNDS_SQL``), along the claim lane's indexes:
-# MariaDB cannot tell that ``status IN (...) AND fair_key IS NOT NULL`` is ``claim_lane = 2``.
+# The fair rounds' four looks (``fair_rounds.ROUNDS_SQL``), along the fair lane's indexes:
+# MariaDB cannot tell that ``status IN (...) AND fair_key IS NOT NULL`` is the fair lane.
 ROUNDS_SQL = f"""
 SELECT
     (SELECT MAX(fair_round) FROM {TABLE}
      WHERE status = '{JobStatus.RUNNING}' AND queue = %s AND fair_key IS NOT NULL) AS running,
     (SELECT fair_round FROM {TABLE}
-     WHERE claim_lane = {FAIR_LANE} AND queue = %s AND run_at <= {NOW}
+     WHERE {in_lane(FAIR_LANE)} AND queue = %s AND run_at <= {NOW}
      ORDER BY fair_round LIMIT 1) AS next_due,
     (SELECT MAX(fair_round) FROM {TABLE}
-     WHERE claim_lane = {FAIR_LANE} AND queue = %s) AS last_waiting,
+     WHERE {in_lane(FAIR_LANE)} AND queue = %s) AS last_waiting,
     (SELECT MAX(fair_round) FROM {TABLE}
-     WHERE claim_lane = {FAIR_LANE} AND queue = %s AND fair_key = %s) AS key_last
+     WHERE {in_lane(FAIR_LANE)} AND queue = %s AND fair_key = %s) AS key_last
 """
 
 
@@ -303,7 +317,7 @@ class MySQLQueries(DatabaseQueries):
         queues = list(queues or ())
         queue_filter, params = self._queue_filter(queues, excluded_queues, paused_retries)
         sql = PICK_SQL.format(
-            lane=FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE,
+            in_lane=in_lane(FAIR_LANE if kind is ClaimKind.FAIR else PLAIN_LANE),
             queue_filter=queue_filter,
             pick=with_lookup_hints(pick),
             order=order,
@@ -324,7 +338,7 @@ class MySQLQueries(DatabaseQueries):
         sql = f"""
 SELECT {PICKED_COLUMNS} FROM {TABLE}
 WHERE id IN ({", ".join(str(int(job_id)) for job_id in ids)})
-  AND claim_lane = {LIMITED_LANE} AND run_at <= {NOW}
+  AND {in_lane(LIMITED_LANE)} AND run_at <= {NOW}
 ORDER BY {CLAIM_ORDER}
 FOR UPDATE SKIP LOCKED
 """
@@ -476,12 +490,12 @@ FOR UPDATE SKIP LOCKED
             limit,
             excluded_queues,
         )
-        # Along the limited lane's indexes (migration 0019): the lane stands for the partial
+        # Along the limited lane's indexes (migration 0023): the lane stands for the partial
         # indexes' condition, and the index is named as the claims' are.
         sql = sql.replace(
             LIMITED_CANDIDATES_FROM, f"{LIMITED_CANDIDATES_FROM} {limited_hint(queues)}"
         )
-        sql = sql.replace(CLAIMABLE_CONDITION, f"claim_lane = {LIMITED_LANE}")
+        sql = sql.replace(CLAIMABLE_CONDITION, in_lane(LIMITED_LANE))
         return with_lookup_hints(sql), params
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:
