@@ -5,7 +5,7 @@ directory under the test's tmp dir: the machine's shared brokers serve other tes
 never restart. Each reads back what it received as a ledger of ``(message id, key, seq)``, in
 the order the broker stored the messages.
 
-A private RabbitMQ node boots in 3.5 to 5 CPU seconds (4 to 12 s of wall time on a loaded
+A private RabbitMQ node boots in 3.5 to 5 CPU seconds (4 to 19 s of wall time on a loaded
 2-core machine), a restart after SIGKILL as long: it runs without a config file (its port and
 address come from the environment, which spares it cuttlefish's translation, about a CPU second),
 without plugins, and with an epmd of its own, so that its node name clashes with nothing.
