@@ -3,7 +3,7 @@
 The broker is a private server (tests/chaos/brokers.py): a redis-server with its append-only
 file fsynced at every write, a nats-server with JetStream, or a RabbitMQ node with a durable
 queue; the shared ones serve other tests, and only a private one may be restarted. A RabbitMQ
-node takes 9 to 19 s to boot or restart on the loaded 2-core machine (Redis and NATS a tenth
+node takes 7 to 19 s to boot or restart on the loaded 2-core machine (Redis and NATS a tenth
 of a second): at CI size its case took 83 s, 40 s of them boots, on each database leg of
 ``make test``. It runs at full scale only (``OUTBOX_CHAOS_SCALE=full``, ``make chaos``).
 The ledger then reads the broker back: every message arrived (0 lost), each key's first
