@@ -145,7 +145,9 @@ test: lint docs install-lts postgres mariadb brokers browser
 	  "$(MAKE) --no-print-directory --keep-going test-sqlite test-lts-postgresql wheel" \
 	  "$(MAKE) --no-print-directory --keep-going test-mariadb"
 
-# The fault-injection suite at full size (about 10 min); `make test` runs it at CI size.
+# The fault-injection suite at full size; `make test` runs it at CI size. Each database's run
+# keeps every broker down 10 minutes (tests/chaos/test_broker_outage.py, 15 min with its
+# checks) and restarts a private RabbitMQ node ten times: about 35 min a database.
 # Figures go to .chaos/report.jsonl, for docs/reliability.md.
 CHAOS_ARGS ?=
 chaos: install postgres brokers

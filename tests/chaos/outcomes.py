@@ -1,7 +1,9 @@
 """Helpers of the fault-injection suite (``pytest -m chaos``; ``make chaos`` for the long run).
 
 ``make test`` runs it at CI size; ``OUTBOX_CHAOS_SCALE=full`` runs the full sizes
-(10,000 jobs and 50 kills, 50,000 jobs on 4 x 8 threads, a 10 s database outage).
+(10,000 jobs and 50 kills, 50,000 jobs on 4 x 8 threads, a 10 s database outage, 20,000
+messages with 100 relay kills and 10 broker restarts per broker, RabbitMQ's included, and
+every broker down for 10 minutes).
 ``OUTBOX_CHAOS_REPORT=FILE`` appends each test's figures to FILE as JSON lines.
 """
 

@@ -154,3 +154,29 @@ def test_rabbitmq_reconnects_when_the_broker_closed_an_idle_connection():
         finally:
             adapter.close()
         assert [r.payload for r in rabbit.received(topic, 2)] == [{"n": 1}, {"n": 2}]
+
+
+def test_an_unreachable_nats_server_fails_the_batch_at_once_and_quietly(caplog):
+    """nats-py's first connect tries a dead server again and again, however reconnecting is
+    set, unless it is told how often: the adapter gives up after its tries (NoServersError),
+    not when its own deadline passes ("no answer in time", three timeouts later), and logs no
+    traceback for each refused connection (the relay logs the outage once)."""
+    import logging
+    import uuid
+
+    from django_outbox.envelope import Envelope
+    from django_outbox.relay.brokers.nats import NatsJetStream
+
+    pytest.importorskip("nats")
+    adapter = NatsJetStream("default", servers=["nats://127.0.0.1:1"], timeout=5)
+    message = Envelope(id=uuid.uuid4(), topic="t", key="k", type="", body="{}", broker="default")
+    try:
+        with (
+            caplog.at_level(logging.DEBUG),
+            pytest.raises(BrokerUnavailable, match="NoServersError"),
+        ):
+            adapter.publish([message])
+    finally:
+        adapter.close()
+    loud = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert loud == []

@@ -73,13 +73,23 @@ class NatsJetStream(Broker):
         import nats
 
         if self._client is None or self._client.is_closed:
+            options = {
+                # The relay logs an outage once; nats-py's own callback logs every refused
+                # connection with its traceback.
+                "error_cb": _ignore_error,
+                **self.options,
+            }
             self._client = await nats.connect(
                 servers=self.servers,
                 connect_timeout=self.timeout,
                 # The relay decides when to try again; a dead server fails the batch at once.
+                # (However allow_reconnect is set, nats-py's first connect tries a server
+                # again and again, a pause between tries, unless max_reconnect_attempts is
+                # above 0: 1 lets it try each server twice, at once, then give up.)
                 allow_reconnect=False,
-                max_reconnect_attempts=0,
-                **self.options,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0,
+                **options,
             )
         return self._client
 
@@ -166,3 +176,7 @@ class NatsJetStream(Broker):
         if thread is not None:
             thread.join(self.timeout)
         loop.close()
+
+
+async def _ignore_error(_error: Exception) -> None:
+    """nats-py's error callback: the adapter raises what matters as BrokerUnavailable."""
