@@ -69,20 +69,31 @@ def claim_messages(
     lease_seconds: float,
     *,
     own: uuid.UUID | None = None,
+    sent: uuid.UUID | None = None,
 ) -> tuple[uuid.UUID, list[Envelope]]:
     """Claim up to ``limit`` messages of ``brokers``; return the lease token and the messages
     in id order (a key's in the order they must be sent).
 
     ``own``: the lease token of the batch this relay is sending meanwhile. Its messages do not
     hold their keys back: this batch may hold their keys' next messages, which the relay must
-    send only after them, and not at all behind one that was not confirmed.
+    send only after them, and not at all behind one that was not confirmed. ``sent``: the
+    token of the batch it sent before that one, whose keyed messages the broker all confirmed
+    and which may not be deleted yet: nor do they hold their keys back, and the relay sends
+    this batch's messages of a key only once they are deleted.
     """
     token = uuid.uuid4()
     rows = _queries(connection).claim(
-        connection, brokers, limit, lease_seconds, token, own=own or NO_TOKEN
+        connection,
+        brokers,
+        limit,
+        lease_seconds,
+        token,
+        own=own or NO_TOKEN,
+        sent=sent or NO_TOKEN,
     )
     envelopes = [_envelope(row) for row in rows]
-    envelopes.sort(key=lambda envelope: envelope.id)
+    # By the ids' integers: compared as UUIDs, each comparison is a Python call.
+    envelopes.sort(key=lambda envelope: envelope.id.int)
     return token, envelopes
 
 
@@ -92,6 +103,21 @@ def settle_messages(
     """Delete the confirmed messages ``ids`` (mark them sent, with ``keep``) that still carry
     ``token``; return how many did (fewer: the lease was lost, and another relay has them)."""
     return _queries(connection).settle(connection, token, ids, keep=keep)
+
+
+def settle_claim(
+    connection: BaseDatabaseWrapper,
+    token: uuid.UUID,
+    broker: str,
+    first: uuid.UUID,
+    last: uuid.UUID,
+    *,
+    keep: bool,
+) -> int:
+    """Delete (mark sent, with ``keep``) every message of ``broker`` from ``first`` to
+    ``last`` that still carries ``token``: a claim's share the broker confirmed in full, found
+    by one range of the primary key instead of an id at a time; return how many."""
+    return _queries(connection).settle_claim(connection, token, broker, first, last, keep=keep)
 
 
 def _envelope(row: Sequence[Any]) -> Envelope:
@@ -105,6 +131,7 @@ def _envelope(row: Sequence[Any]) -> Envelope:
         type=type_,
         body=payload if payload is not None else "null",
         broker=broker,
-        headers=json.loads(headers) if headers else {},
+        # Most messages have none: no parse for those.
+        headers=json.loads(headers) if headers and headers != "{}" else {},
         attempts=attempts,
     )
