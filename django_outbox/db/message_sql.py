@@ -44,9 +44,8 @@ _CANDIDATES = """
             AND (earlier.status = '{blocked}'
                  OR earlier.lease_expires_at >= {now}
                  OR earlier.available_at > {now})
-            -- Not the batch the claiming relay is sending, nor the one it sent before, confirmed
-            -- in full and being deleted: it sends this one after both.
-            AND (earlier.lease_token IS NULL OR earlier.lease_token NOT IN ({own}))))
+            -- Not the batch the claiming relay is sending: it sends this one after that one.
+            AND (earlier.lease_token IS NULL OR earlier.lease_token <> {own})))
     ORDER BY id
     LIMIT {limit}
 """
@@ -61,8 +60,7 @@ NO_TOKEN = uuid.UUID(int=0)
 
 def candidates_sql(*, in_brokers: str, now: str, own: str, limit: str) -> str:
     """The claim's pick, in a database's dialect: how it tests a broker list, reads its clock
-    and binds the relay's own two tokens (the batch in flight, the batch sent before it: see
-    ``MessageQueries.claim``) and the limit (in that order)."""
+    and binds the token of the batch in flight and the limit (in that order)."""
     return _CANDIDATES.format(
         table=TABLE,
         pending=MessageStatus.PENDING,
@@ -89,14 +87,11 @@ class MessageQueries:
         lease_seconds: float,
         token: uuid.UUID,
         own: uuid.UUID = NO_TOKEN,
-        sent: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         """Lease up to ``limit`` messages to ``token``; return their rows (any order).
 
-        ``own``: the lease token of the batch the relay is sending meanwhile; ``sent``: that of
-        the batch it sent before, every keyed message of which the broker confirmed, and
-        which may not be deleted yet. Neither holds its keys back here: the same relay sends
-        the first before this batch, and sends this batch only once the second is deleted.
+        ``own``: the lease token of the batch the relay is sending meanwhile, whose messages do
+        not hold their keys back here (they are sent first, by the same relay).
         """
         raise NotImplementedError
 

@@ -69,27 +69,17 @@ def claim_messages(
     lease_seconds: float,
     *,
     own: uuid.UUID | None = None,
-    sent: uuid.UUID | None = None,
 ) -> tuple[uuid.UUID, list[Envelope]]:
     """Claim up to ``limit`` messages of ``brokers``; return the lease token and the messages
     in id order (a key's in the order they must be sent).
 
     ``own``: the lease token of the batch this relay is sending meanwhile. Its messages do not
     hold their keys back: this batch may hold their keys' next messages, which the relay must
-    send only after them, and not at all behind one that was not confirmed. ``sent``: the
-    token of the batch it sent before that one, whose keyed messages the broker all confirmed
-    and which may not be deleted yet: nor do they hold their keys back, and the relay sends
-    this batch's messages of a key only once they are deleted.
+    send only after them, and not at all behind one that was not confirmed.
     """
     token = uuid.uuid4()
     rows = _queries(connection).claim(
-        connection,
-        brokers,
-        limit,
-        lease_seconds,
-        token,
-        own=own or NO_TOKEN,
-        sent=sent or NO_TOKEN,
+        connection, brokers, limit, lease_seconds, token, own=own or NO_TOKEN
     )
     envelopes = [_envelope(row) for row in rows]
     # By the ids' integers: compared as UUIDs, each comparison is a Python call.

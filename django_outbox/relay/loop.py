@@ -6,12 +6,10 @@ publishes it with no database transaction open, and then deletes the confirmed m
 marks them sent), fenced by the claim's lease token. Behind a backlog, three batches are under
 way at once, each on a thread and connection of its own: the next one is claimed while this one
 is sent and the last one's outcomes are written (``OutcomeWriter``), so that the database's
-round trips overlap the broker's, and each other's, instead of adding up. (On SQLite, whose
-writers take turns, the claim runs on the writer's thread, after the writes.) Adapters that
-keep a key's order within a batch (``Broker.keeps_key_order``: every built-in one) get the
-whole batch in one pipelined call; others get it in rounds: the first of each key (with every
-keyless message), then the second of each key, and so on, so that a key whose message fails
-sends nothing after it.
+round trips overlap the broker's instead of adding up. Adapters that keep a key's order within a
+batch (``Broker.keeps_key_order``: every built-in one) get the whole batch in one pipelined
+call; others get it in rounds: the first of each key (with every keyless message), then the
+second of each key, and so on, so that a key whose message fails sends nothing after it.
 
 A broker that cannot be reached costs nothing: the batch is handed back and the relay waits a
 growing pause. A refusal (too large, unroutable) costs the message an attempt; a refusal for
@@ -90,9 +88,6 @@ class ClaimedBatch:
     deadline: float
     #: The token of the batch it was claimed behind, sent before it (None: claimed alone).
     behind: uuid.UUID | None = None
-    #: The writes of the batch sent before that one, whose keys it passed over (confirmed, but
-    #: maybe not deleted yet when it was claimed): this batch's keys wait for them.
-    after_writes: list[Future[bool]] = field(default_factory=list)
 
 
 class Relay:
@@ -135,19 +130,14 @@ class Relay:
             max_delay=MAX_BACKOFF,
         )
         self._broker_errors: dict[str, ErrorBackoff] = {}
-        # While running: writes a batch's outcomes while the next batch is claimed and sent,
-        # and claims that batch (the writer itself, where writers take turns).
+        # While running: writes a batch's outcomes while the next batch is claimed and sent.
         self._writer: OutcomeWriter | None = None
-        self._claimer: OutcomeWriter | None = None
         # Brokers that failed, and when the relay may try them again (time.monotonic()).
         self._resting: dict[str, float] = {}
         # The last batch sent: its token, and the keys (broker, topic, key) it left with a
         # message unconfirmed, whose later messages in a batch claimed behind it must wait.
         self._last_sent: uuid.UUID | None = None
         self._last_sent_stops: set[tuple[str, str, str]] = set()
-        # The writes of that batch's outcomes (on the writer's thread): each says whether it
-        # recorded every confirmed message.
-        self._last_sent_writes: list[Future[bool]] = []
 
     # Control, from other threads and signal handlers.
 
@@ -180,11 +170,6 @@ class Relay:
                 daemon=True,
             ).start()
         self._writer = OutcomeWriter(self.using, self.relay_id)
-        if queries_for(connections[self.using]).one_writer:
-            # Its claims would wait for the writer's deletes anyway.
-            self._claimer = self._writer
-        else:
-            self._claimer = OutcomeWriter(self.using, self.relay_id, name="outbox-relay-claimer")
         # The next batch, claimed behind this one while it is sent (behind a backlog only).
         ahead: Future[ClaimedBatch | None] | None = None
         idle = True
@@ -204,15 +189,7 @@ class Relay:
                     else:
                         batch = self._claim(look_first=look_first)
                     if batch is not None and self._may_claim_behind(batch):
-                        assert self._claimer is not None
-                        ahead = self._claimer.claim(
-                            partial(
-                                self._claim_ahead,
-                                batch.token,
-                                self._last_sent,
-                                list(self._last_sent_writes),
-                            )
-                        )
+                        ahead = self._writer.claim(partial(self._claim_ahead, batch.token))
                     result = self._send(batch)
                     if self._housekeeping is not None:
                         self._housekeeping.maybe_prune()
@@ -241,9 +218,6 @@ class Relay:
             listener_done.set()
             if ahead is not None:
                 self._hand_back(ahead)
-            if self._claimer is not None and self._claimer is not self._writer:
-                self._claimer.stop()
-            self._claimer = None
             self._writer.stop()
             self._writer = None
             close_brokers()
@@ -296,16 +270,11 @@ class Relay:
         return self._send(self._claim(look_first=look_first))
 
     def _claim(
-        self,
-        *,
-        look_first: bool = False,
-        behind: uuid.UUID | None = None,
-        after: uuid.UUID | None = None,
+        self, *, look_first: bool = False, behind: uuid.UUID | None = None
     ) -> ClaimedBatch | None:
         """Claim a batch of the brokers not resting after a failure (None: every one rests).
 
-        ``behind``: the token of the batch this relay sends meanwhile; ``after``: the batch it
-        sent before that one, its keys confirmed (``own`` and ``sent`` of ``claim_messages``).
+        ``behind``: the token of the batch this relay sends meanwhile (see ``claim_messages``).
         """
         connection = connections[self.using]
         brokers = [name for name in self.brokers if self._resting.get(name, 0) <= time.monotonic()]
@@ -316,7 +285,7 @@ class Relay:
         if look_first and not messages_waiting(connection, brokers):
             return ClaimedBatch(uuid.uuid4(), [], deadline)
         token, messages = claim_messages(
-            connection, brokers, self.batch_size, self.lease_seconds, own=behind, sent=after
+            connection, brokers, self.batch_size, self.lease_seconds, own=behind
         )
         return ClaimedBatch(token, messages, deadline, behind)
 
@@ -332,23 +301,17 @@ class Relay:
             and not self._last_sent_stops
             # A batch claimed while a broker rests would be handed back, and claimed again.
             and not self._resting
-            and self._claimer is not None
+            and self._writer is not None
         )
 
-    def _claim_ahead(
-        self, behind: uuid.UUID, after: uuid.UUID | None, after_writes: list[Future[bool]]
-    ) -> ClaimedBatch | None:
-        """``_claim`` on the claimer's thread (its connection is its own), while the writer
-        deletes the batch ``after``: that batch's keys, all confirmed, are free to it, and
-        its keyed messages wait for those writes before they are sent (``_send``)."""
+    def _claim_ahead(self, behind: uuid.UUID) -> ClaimedBatch | None:
+        """``_claim`` on the writer's thread (its connection is its own), after the outcomes
+        written before it: the keys they free are free to it."""
         try:
-            batch = self._claim(behind=behind, after=after)
+            return self._claim(behind=behind)
         except DatabaseError:
             connections[self.using].close()
             raise
-        if batch is not None and after is not None:
-            batch.after_writes = after_writes
-        return batch
 
     def _hand_back(self, claiming: Future[ClaimedBatch | None]) -> None:
         """Release a batch claimed ahead that will not be sent (the relay stops)."""
@@ -378,20 +341,17 @@ class Relay:
             # sends nothing more here (its messages are handed back, to go in order).
             # (The batch before is always the one it was claimed behind; were it not, every
             # key would wait.)
-            every_key = {(m.broker, m.topic, m.key) for m in batch.messages if m.key is not None}
-            waiting = self._last_sent_stops if batch.behind == self._last_sent else every_key
-            if not all(_written(write) for write in batch.after_writes):
-                # The batch before the last one, whose keys its claim passed over, was not
-                # deleted (the database failed, or the lease was lost): its messages will be
-                # sent again, and a key's later ones must go after them.
-                waiting = every_key
+            waiting = (
+                self._last_sent_stops
+                if batch.behind == self._last_sent
+                else {(m.broker, m.topic, m.key) for m in batch.messages if m.key is not None}
+            )
         # Until this batch's outcomes are known, each of its keys counts as unconfirmed (an
         # error may end the sending halfway).
         self._last_sent = batch.token
         self._last_sent_stops = {
             (m.broker, m.topic, m.key) for m in batch.messages if m.key is not None
         }
-        self._last_sent_writes = []
         by_broker: dict[str, list[Envelope]] = defaultdict(list)
         held_back: dict[str, list[uuid.UUID]] = defaultdict(list)
         for message in batch.messages:
@@ -502,13 +462,14 @@ class Relay:
         writer's thread while running, here otherwise.
 
         ``span``: the first and last id of the claim's messages of this broker, when
-        ``confirmed`` holds them all."""
+        ``confirmed`` holds them all: one range of the primary key finds them, where a list of
+        ids descends the index once per id."""
 
-        def record() -> bool:
+        def record() -> None:
             if unsent:
                 outcomes.released(self.using, token, unsent)
             if not confirmed:
-                return True
+                return
             if span is not None:
                 first, last = span
                 done = outcomes.confirmed_claim(
@@ -525,11 +486,9 @@ class Relay:
                     len(confirmed),
                     done,
                 )
-                return False
-            return True
 
         if self._writer is not None:
-            self._last_sent_writes.append(self._writer.submit(record))
+            self._writer.submit(record)
         else:
             record()
 
@@ -591,27 +550,15 @@ class OutcomeWriter:
     lease until it expires and are published again, which consumers drop by id.
     """
 
-    def __init__(self, using: str, relay_id: str, *, name: str = "outbox-relay-writer") -> None:
+    def __init__(self, using: str, relay_id: str) -> None:
         self.using = using
         self.relay_id = relay_id
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=1)
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._run, name="outbox-relay-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, write: Callable[[], bool]) -> Future[bool]:
-        """Run ``write`` on this thread; return its future: whether it recorded everything
-        (False as well when it failed)."""
-        future: Future[bool] = Future()
-
-        def run() -> None:
-            done = False
-            try:
-                done = write()
-            finally:
-                future.set_result(done)
-
-        self._queue.put(run)
-        return future
+    def submit(self, write: Callable[[], None]) -> None:
+        self._queue.put(write)
 
     def claim(self, claim: Callable[[], ClaimedBatch | None]) -> Future[ClaimedBatch | None]:
         """Run ``claim`` on this thread after the writes submitted before it (the keys they
@@ -671,12 +618,6 @@ def _rounds(messages: Sequence[Envelope]) -> list[list[Envelope]]:
             rounds.append([])
         rounds[number].append(message)
     return rounds
-
-
-def _written(write: Future[bool]) -> bool:
-    """Whether a batch's write recorded everything (it was submitted before the batch that
-    waits for it was claimed, to a writer that never stops before the relay does)."""
-    return write.result()
 
 
 def _checked(results: Sequence[Outcome], expected: int) -> list[Outcome]:

@@ -6,7 +6,6 @@ import json
 import threading
 import time
 import uuid
-from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from django_outbox import Message, MessageStatus, publish, publish_many
 from django_outbox.db.messages import claim_messages
 from django_outbox.relay import outcomes
 from django_outbox.relay.brokers import BrokerUnavailable, close_brokers, memory
-from django_outbox.relay.loop import ClaimedBatch, Relay
+from django_outbox.relay.loop import Relay
 
 from .conftest import MEMORY
 
@@ -232,20 +231,6 @@ def test_a_claim_behind_the_relays_own_batch_takes_that_batchs_keys_next_message
     assert [json.loads(m.body) for m in behind] == [{"n": 2}]
 
 
-def test_a_claim_passes_over_the_relays_batch_sent_before_but_no_other():
-    """The batch the relay sent before the one in flight (confirmed, its deletion maybe not
-    run yet) does not hold its keys back either; another relay's batch still does."""
-    publish("orders", {"n": 1}, key="k")
-    publish("orders", {"n": 2}, key="k")
-    publish("orders", {"n": 3}, key="k")
-    sent, _ = claim_messages(connection, ["default"], 1, 30)
-    in_flight = uuid.uuid4()
-    _, others = claim_messages(connection, ["default"], 10, 30, own=in_flight)
-    assert others == []
-    _, behind = claim_messages(connection, ["default"], 10, 30, own=in_flight, sent=sent)
-    assert [json.loads(m.body) for m in behind] == [{"n": 2}, {"n": 3}]
-
-
 def test_a_claims_share_confirmed_in_full_is_deleted_by_its_range_and_token_only():
     """Deleting a claim's whole share by the range of its ids leaves the messages of that
     range that another claim holds."""
@@ -261,31 +246,6 @@ def test_a_claims_share_confirmed_in_full_is_deleted_by_its_range_and_token_only
     assert done == 3
     assert sorted(Message.objects.values_list("pk", flat=True)) == [ids[0], ids[1], ids[3]]
     assert Message.objects.filter(lease_token=first).count() == 2
-
-
-def test_a_batch_passed_over_a_batch_not_deleted_hands_back_its_keyed_messages():
-    """A batch claimed past the batch before (confirmed, but its deletion failed: the database
-    went away, the lease was lost) sends its keyless messages and hands its keyed ones back at
-    no cost: the batch before is published again, and a key's later messages go after it."""
-    publish("orders", {"n": 1}, key="k")
-    publish("orders", {"n": 2})
-    relay = Relay(housekeeping=False)
-    token, messages = claim_messages(connection, ["default"], 10, 30)
-    failed: Future[bool] = Future()
-    failed.set_result(False)
-    relay._last_sent = uuid.uuid4()
-    batch = ClaimedBatch(
-        token,
-        messages,
-        time.monotonic() + 15,
-        behind=relay._last_sent,
-        after_writes=[failed],
-    )
-    result = relay._send(batch)
-    assert (result.claimed, result.sent) == (2, 1)
-    assert sent_payloads() == [{"n": 2}]
-    waiting = Message.objects.get()
-    assert (waiting.key, waiting.lease_token, waiting.attempts) == ("k", None, 0)
 
 
 def run_until_sent(relay: Relay, count: int) -> None:

@@ -33,7 +33,7 @@ WHERE id IN ({{ids}}) ORDER BY id
 
 def _pick(brokers: int) -> str:
     marks = ", ".join("%s" for _ in range(brokers))
-    return candidates_sql(in_brokers=f"IN ({marks})", now=NOW, own="%s, %s", limit="%s")
+    return candidates_sql(in_brokers=f"IN ({marks})", now=NOW, own="%s", limit="%s")
 
 
 def _token(connection: BaseDatabaseWrapper, token: uuid.UUID) -> str:
@@ -45,7 +45,7 @@ class MySQLMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
         sql = f"SELECT EXISTS ({_pick(len(brokers))})"
         own = _token(connection, NO_TOKEN)
-        _, rows = queries_for(connection).execute(connection, sql, [*brokers, own, own, 1])
+        _, rows = queries_for(connection).execute(connection, sql, [*brokers, own, 1])
         return bool(rows[0][0])
 
     def claim(
@@ -56,15 +56,12 @@ class MySQLMessageQueries(MessageQueries):
         lease_seconds: float,
         token: uuid.UUID,
         own: uuid.UUID = NO_TOKEN,
-        sent: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         queries = queries_for(connection)
         with transaction.atomic(using=connection.alias):
             queries.serialize_enqueuers(connection, "relay:claim")
             _, picked = queries.execute(
-                connection,
-                _pick(len(brokers)),
-                [*brokers, _token(connection, own), _token(connection, sent), limit],
+                connection, _pick(len(brokers)), [*brokers, _token(connection, own), limit]
             )
             if not picked:
                 return []

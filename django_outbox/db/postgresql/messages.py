@@ -26,10 +26,7 @@ from .queries import PostgreSQLQueries
 CLAIM_LOCK_CLASS = int.from_bytes(b"obrl", "big") & 0x7FFFFFFF
 
 _PICK = candidates_sql(
-    in_brokers="= ANY(%(brokers)s)",
-    now="statement_timestamp()",
-    own="%(own)s, %(sent)s",
-    limit="%(limit)s",
+    in_brokers="= ANY(%(brokers)s)", now="statement_timestamp()", own="%(own)s", limit="%(limit)s"
 )
 
 WAITING_SQL = f"SELECT EXISTS ({_PICK})"
@@ -92,7 +89,7 @@ MARK_CLAIM_SQL = f"{_MARK_SENT} {_HELD_RANGE}"
 
 class PostgreSQLMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
-        params = {"brokers": list(brokers), "own": NO_TOKEN, "sent": NO_TOKEN, "limit": 1}
+        params = {"brokers": list(brokers), "own": NO_TOKEN, "limit": 1}
         _, rows = queries_for(connection).execute(connection, WAITING_SQL, params)
         return bool(rows[0][0])
 
@@ -104,14 +101,12 @@ class PostgreSQLMessageQueries(MessageQueries):
         lease_seconds: float,
         token: uuid.UUID,
         own: uuid.UUID = NO_TOKEN,
-        sent: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         queries = queries_for(connection)
         params = {
             "lock": CLAIM_LOCK_CLASS,
             "brokers": list(brokers),
             "own": own,
-            "sent": sent,
             "limit": limit,
             "token": token,
             "lease": lease_seconds,

@@ -14,7 +14,7 @@ from ..message_sql import NO_TOKEN, SQLITE_NOW, TABLE, MessageQueries, candidate
 
 def _pick(brokers: int) -> str:
     marks = ", ".join("?" for _ in range(brokers))
-    return candidates_sql(in_brokers=f"IN ({marks})", now=SQLITE_NOW, own="?, ?", limit="?")
+    return candidates_sql(in_brokers=f"IN ({marks})", now=SQLITE_NOW, own="?", limit="?")
 
 
 CLAIM_SQL = f"""
@@ -29,9 +29,7 @@ RETURNING id, topic, key, type, headers, payload, broker, attempts
 class SQLiteMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
         sql = f"SELECT EXISTS ({_pick(len(brokers))})"
-        _, rows = queries_for(connection).execute(
-            connection, sql, [*brokers, NO_TOKEN.hex, NO_TOKEN.hex, 1]
-        )
+        _, rows = queries_for(connection).execute(connection, sql, [*brokers, NO_TOKEN.hex, 1])
         return bool(rows[0][0])
 
     def claim(
@@ -42,10 +40,9 @@ class SQLiteMessageQueries(MessageQueries):
         lease_seconds: float,
         token: uuid.UUID,
         own: uuid.UUID = NO_TOKEN,
-        sent: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         lease = f"+{lease_seconds:.3f} seconds"
-        params: list[Any] = [token.hex, lease, *brokers, own.hex, sent.hex, limit]
+        params: list[Any] = [token.hex, lease, *brokers, own.hex, limit]
         sql = CLAIM_SQL.format(pick=_pick(len(brokers)))
         _, rows = queries_for(connection).execute(connection, sql, params)
         return rows
