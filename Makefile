@@ -30,6 +30,8 @@ BENCH_SQLITE_ARGS ?= --only drain --only atomic --only bulk --only fair
 # The relay (outbox_relay_bench) at a small size, to stay quick: each broker against its own
 # publish rate, on PostgreSQL then SQLite; on PostgreSQL also the latency at 1,000 messages a
 # second (at 100 for RabbitMQ, whose client confirms one message at a time) and the idle cost.
+# It empties and removes its stream, queue or topic, OUTBOX_BENCH_TOPIC (outbox-bench): give
+# each bench that shares a broker a name of its own.
 BENCH_RELAY_ARGS ?= --messages 5000 --latency-seconds 5 --idle-seconds 5
 BENCH_RELAY_FAST = --broker memory --broker redis --broker nats --broker kafka
 BENCH_RELAY_RABBITMQ = --broker rabbitmq --messages 1000 --latency-rate 100 --idle-seconds 0

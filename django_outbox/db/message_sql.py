@@ -115,3 +115,22 @@ class MessageQueries:
             else:
                 done += held.delete()[0]
         return done
+
+    def settle_claim(
+        self,
+        connection: BaseDatabaseWrapper,
+        token: uuid.UUID,
+        broker: str,
+        first: uuid.UUID,
+        last: uuid.UUID,
+        *,
+        keep: bool,
+    ) -> int:
+        """Delete (mark sent, with ``keep``) the messages of ``broker`` from ``first`` to
+        ``last`` that still carry ``token``, in one statement; return how many did."""
+        held = Message.objects.using(connection.alias).filter(
+            pk__gte=first, pk__lte=last, broker=broker, lease_token=token
+        )
+        if keep:
+            return held.update(**SENT_CHANGES, sent_at=Now())
+        return held.delete()[0]

@@ -82,7 +82,8 @@ def claim_messages(
         connection, brokers, limit, lease_seconds, token, own=own or NO_TOKEN
     )
     envelopes = [_envelope(row) for row in rows]
-    envelopes.sort(key=lambda envelope: envelope.id)
+    # By the ids' integers: compared as UUIDs, each comparison is a Python call.
+    envelopes.sort(key=lambda envelope: envelope.id.int)
     return token, envelopes
 
 
@@ -92,6 +93,21 @@ def settle_messages(
     """Delete the confirmed messages ``ids`` (mark them sent, with ``keep``) that still carry
     ``token``; return how many did (fewer: the lease was lost, and another relay has them)."""
     return _queries(connection).settle(connection, token, ids, keep=keep)
+
+
+def settle_claim(
+    connection: BaseDatabaseWrapper,
+    token: uuid.UUID,
+    broker: str,
+    first: uuid.UUID,
+    last: uuid.UUID,
+    *,
+    keep: bool,
+) -> int:
+    """Delete (mark sent, with ``keep``) every message of ``broker`` from ``first`` to
+    ``last`` that still carries ``token``: a claim's share the broker confirmed in full, found
+    by one range of the primary key instead of an id at a time; return how many."""
+    return _queries(connection).settle_claim(connection, token, broker, first, last, keep=keep)
 
 
 def _envelope(row: Sequence[Any]) -> Envelope:
@@ -105,6 +121,7 @@ def _envelope(row: Sequence[Any]) -> Envelope:
         type=type_,
         body=payload if payload is not None else "null",
         broker=broker,
-        headers=json.loads(headers) if headers else {},
+        # Most messages have none: no parse for those.
+        headers=json.loads(headers) if headers and headers != "{}" else {},
         attempts=attempts,
     )

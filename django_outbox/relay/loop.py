@@ -368,7 +368,8 @@ class Relay:
                 result.unavailable.append(name)
                 messages = []
             if messages:
-                sent = self._publish(name, messages, batch.token, batch.deadline)
+                whole = not held_back.get(name)
+                sent = self._publish(name, messages, batch.token, batch.deadline, whole=whole)
                 confirmed.update(sent)
                 result.sent += len(sent)
                 if name in self._resting:
@@ -384,10 +385,19 @@ class Relay:
         return result
 
     def _publish(
-        self, name: str, messages: list[Envelope], token: uuid.UUID, deadline: float
+        self,
+        name: str,
+        messages: list[Envelope],
+        token: uuid.UUID,
+        deadline: float,
+        *,
+        whole: bool = False,
     ) -> list[uuid.UUID]:
         """Publish one broker's share of a batch, round by round; record the outcomes; return
-        the ids the broker confirmed."""
+        the ids the broker confirmed.
+
+        ``whole``: ``messages`` are all of the batch's messages of this broker (none held
+        back), in id order."""
         confirmed: list[uuid.UUID] = []
         unsent: list[uuid.UUID] = []
         stopped_keys: set[tuple[str, str]] = set()
@@ -432,21 +442,41 @@ class Relay:
         self.stats.released += len(unsent)
         self.stats.sent += len(confirmed)
         self.stats.by_broker[name] += len(confirmed)
-        self._record(name, token, confirmed, unsent)
+        # Every message of the share confirmed: deleted by the range of their ids.
+        span = (
+            (messages[0].id, messages[-1].id) if whole and len(confirmed) == len(messages) else None
+        )
+        self._record(name, token, confirmed, unsent, span=span)
         return confirmed
 
     def _record(
-        self, name: str, token: uuid.UUID, confirmed: list[uuid.UUID], unsent: list[uuid.UUID]
+        self,
+        name: str,
+        token: uuid.UUID,
+        confirmed: list[uuid.UUID],
+        unsent: list[uuid.UUID],
+        *,
+        span: tuple[uuid.UUID, uuid.UUID] | None = None,
     ) -> None:
         """Delete (or mark) the confirmed messages and hand back the unsent ones: on the
-        writer's thread while running, here otherwise."""
+        writer's thread while running, here otherwise.
+
+        ``span``: the first and last id of the claim's messages of this broker, when
+        ``confirmed`` holds them all: one range of the primary key finds them, where a list of
+        ids descends the index once per id."""
 
         def record() -> None:
             if unsent:
                 outcomes.released(self.using, token, unsent)
             if not confirmed:
                 return
-            done = outcomes.confirmed(self.using, token, confirmed, keep=self.keep_sent)
+            if span is not None:
+                first, last = span
+                done = outcomes.confirmed_claim(
+                    self.using, token, name, first, last, keep=self.keep_sent
+                )
+            else:
+                done = outcomes.confirmed(self.using, token, confirmed, keep=self.keep_sent)
             if done < len(confirmed):
                 logger.warning(
                     "relay lost its lease relay=%s broker=%s confirmed=%s recorded=%s; the rest "

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from django.db import connections
 from django.utils import timezone
 
-from ..db.messages import settle_messages
+from ..db.messages import settle_claim, settle_messages
 from ..models import Message, MessageStatus
 
 #: Ids per statement, under SQLite's limit on bound parameters.
@@ -30,6 +30,14 @@ def confirmed(using: str, token: uuid.UUID, ids: Sequence[uuid.UUID], *, keep: b
     """Delete the messages the broker confirmed (or mark them sent, with ``keep``); return how
     many still carried ``token``."""
     return settle_messages(connections[using], token, ids, keep=keep)
+
+
+def confirmed_claim(
+    using: str, token: uuid.UUID, broker: str, first: uuid.UUID, last: uuid.UUID, *, keep: bool
+) -> int:
+    """Delete (or mark sent) a claim's messages of ``broker``, from ``first`` to ``last``, all
+    of which the broker confirmed; return how many still carried ``token``."""
+    return settle_claim(connections[using], token, broker, first, last, keep=keep)
 
 
 def released(using: str, token: uuid.UUID, ids: Sequence[uuid.UUID]) -> int:

@@ -15,6 +15,7 @@ from django.test import override_settings
 
 from django_outbox import Message, MessageStatus, publish, publish_many
 from django_outbox.db.messages import claim_messages
+from django_outbox.relay import outcomes
 from django_outbox.relay.brokers import BrokerUnavailable, close_brokers, memory
 from django_outbox.relay.loop import Relay
 
@@ -228,6 +229,23 @@ def test_a_claim_behind_the_relays_own_batch_takes_that_batchs_keys_next_message
     assert others == []
     _, behind = claim_messages(connection, ["default"], 10, 30, own=token)
     assert [json.loads(m.body) for m in behind] == [{"n": 2}]
+
+
+def test_a_claims_share_confirmed_in_full_is_deleted_by_its_range_and_token_only():
+    """Deleting a claim's whole share by the range of its ids leaves the messages of that
+    range that another claim holds."""
+    publish_many("orders", [{"n": n} for n in range(6)])
+    first, _ = claim_messages(connection, ["default"], 2, 30)
+    other, _ = claim_messages(connection, ["default"], 2, 30)
+    mine, _ = claim_messages(connection, ["default"], 2, 30)
+    ids = sorted(Message.objects.values_list("pk", flat=True))
+    # Hand the second claim's rows to the third's range: its token still fences them.
+    Message.objects.filter(lease_token=other).update(lease_token=mine)
+    Message.objects.filter(pk=ids[3]).update(lease_token=other)
+    done = outcomes.confirmed_claim("default", mine, "default", ids[0], ids[-1], keep=False)
+    assert done == 3
+    assert sorted(Message.objects.values_list("pk", flat=True)) == [ids[0], ids[1], ids[3]]
+    assert Message.objects.filter(lease_token=first).count() == 2
 
 
 def run_until_sent(relay: Relay, count: int) -> None:
