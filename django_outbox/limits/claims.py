@@ -31,6 +31,7 @@ or a poll) or a token comes (``LimitedClaim.retry_in`` says when).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from django.db import connections
 
 from ..claimed import ClaimedJob
 from ..db import queries_for
-from ..db.base import HeldBack, LimitedCandidate
+from ..db.base import HeldBack, LimitedCandidate, WholeLimit
 from ..models import LimitState
 from .buckets import seconds_until_token
 from .declared import (
@@ -58,6 +59,7 @@ from .state import (
     LimitsRead,
     Use,
     locked_states,
+    create_missing_rows,
     read_limits,
     scope_of,
     take_tokens,
@@ -121,9 +123,15 @@ def claim_limited(
     """Claim up to ``count`` limited jobs of ``queues`` (all but ``excluded_queues``) that
     every limit allows now."""
     ask = _Ask(worker_id, queues, count, lease_seconds, paused_retries, excluded_queues)
-    claim = LimitedClaim()
     connection = connections[using]
     queries = queries_for(connection)
+    if (
+        queries.supports_limited_claim_in_one_trip
+        and not connection.in_atomic_block
+        and time.monotonic() >= _one_trip_resumes.get(using, 0.0)
+    ):
+        return _claim_in_one_trip(using, ask)
+    claim = LimitedClaim()
     try:
         # Keep this transaction short: it ends holding the limits' rows (on SQLite, the
         # write lock throughout).
@@ -135,6 +143,67 @@ def claim_limited(
     if left_for_careful and len(claim.jobs) < count:
         claim.add(_claim_carefully(using, dataclasses.replace(ask, count=count - len(claim.jobs))))
     return claim
+
+
+def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
+    """Claim in one round trip the jobs of limits with room to spare; the others' carefully,
+    if that claim came back short."""
+    connection = connections[using]
+    queries = queries_for(connection)
+    wholes, keyed = _wholes_and_keyed()
+    # Rows missing from the database count as limits without room: the careful claim then
+    # creates them.
+    create_missing_rows(using, {Scope(limit.kind, limit.name) for limit in wholes})
+    claimed, short = queries.claim_limited_in_one_trip(
+        connection,
+        ask.worker_id,
+        ask.queues,
+        ask.paused_retries,
+        keyed,
+        wholes,
+        ask.count,
+        ask.lease_seconds,
+        ask.excluded_queues,
+    )
+    claim = LimitedClaim(jobs=[job for job, _ in claimed])
+    if (short or keyed != HeldBack()) and len(claim.jobs) < ask.count:
+        careful = _claim_carefully(using, dataclasses.replace(ask, count=ask.count - len(claim.jobs)))
+        if careful.jobs and not claim.jobs:
+            # The jobs waiting are those of limits near their end (a cap or a rate at work):
+            # claim them the careful way alone for a while, without this claim before it.
+            _one_trip_resumes[using] = time.monotonic() + ONE_TRIP_PAUSE_SECONDS
+        claim.add(careful)
+    return claim
+
+
+#: By database alias, when limited claims try the one-trip claim again (``time.monotonic``)
+#: after one found nothing where the careful claim then found jobs.
+_one_trip_resumes: dict[str, float] = {}
+ONE_TRIP_PAUSE_SECONDS = 1.0
+
+
+def _wholes_and_keyed() -> tuple[list[WholeLimit], HeldBack]:
+    """The whole tasks' and queues' limits, for the one-trip claim to check; and the tasks and
+    queues with per-key limits, whose jobs it leaves to the careful claim (it skips keys
+    another claim is choosing)."""
+    wholes: list[WholeLimit] = []
+    keyed: dict[str, set[str]] = {TASK: set(), QUEUE: set()}
+    for limit in declared_limits():
+        scope = limit.scope
+        if scope.key == ANY_KEY:
+            keyed[scope.kind].add(scope.name)
+            continue
+        rate = limit.rate
+        wholes.append(
+            WholeLimit(
+                scope.kind,
+                scope.name,
+                limit.cap,
+                rate.per_second if rate else None,
+                float(rate.burst) if rate else None,
+            )
+        )
+    return wholes, HeldBack(tasks=frozenset(keyed[TASK]), queues=frozenset(keyed[QUEUE]))
 
 
 def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:

@@ -59,3 +59,25 @@ def test_a_killed_workers_places_are_taken_again_only_once_its_leases_expire(wor
     quick_starts = [start for start, _, _, _ in spans()]
     assert min(quick_starts) >= first_expiry
     assert max(running for _, _, running, _ in spans()) <= 3
+
+
+def test_a_cap_claimed_in_one_trip_while_it_has_room_holds_across_4_processes(workers):
+    # Claims of one or two jobs find room to spare under a cap of 8 until 4 run (one trip on
+    # PostgreSQL), then go the careful way: both kinds of claim race each other.
+    started = [workers("--concurrency", "2", "--prefetch", "0") for _ in range(4)]
+    for worker in started:
+        worker.wait_for_output("worker started")
+    tasks.capped_at_8.enqueue_many([{"seconds": 0.05}] * 120)
+    wait_until(
+        lambda: Job.objects.succeeded().count() == 120,
+        timeout=90,
+        what="120 capped jobs to succeed",
+    )
+    for worker in started:
+        worker.send(signal.SIGTERM)
+    for worker in started:
+        assert worker.wait(timeout=15) == 0, worker.stderr
+    runs = spans()
+    assert len(runs) == 120
+    assert most_at_once(runs) <= 8
+    assert max(running for _, _, running, _ in runs) <= 8
