@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import connections
@@ -58,8 +58,8 @@ from .state import (
     Buckets,
     LimitsRead,
     Use,
-    locked_states,
     create_missing_rows,
+    locked_states,
     read_limits,
     scope_of,
     take_tokens,
@@ -167,7 +167,8 @@ def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
     )
     claim = LimitedClaim(jobs=[job for job, _ in claimed])
     if (short or keyed != HeldBack()) and len(claim.jobs) < ask.count:
-        careful = _claim_carefully(using, dataclasses.replace(ask, count=ask.count - len(claim.jobs)))
+        rest = dataclasses.replace(ask, count=ask.count - len(claim.jobs))
+        careful = _claim_carefully(using, rest)
         if careful.jobs and not claim.jobs:
             # The jobs waiting are those of limits near their end (a cap or a rate at work):
             # claim them the careful way alone for a while, without this claim before it.
@@ -238,17 +239,27 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
     )
     if claimed:
         jobs = [job for job, _ in claimed]
-        limits = {job.id: limits_of(job.task_name, job.queue, key) for job, key in claimed}
+        limits = _limits_by_job((job.id, job.task_name, job.queue, key) for job, key in claimed)
         counted = {limit.scope for found in limits.values() for limit in found}
-        # Waiting for keys' rows too: this claim's jobs are chosen already, and every claim
-        # locks in one order.
-        locked = locked_states(using, counted, skip_keyed=False) if counted else []
-        # Under the locks: every claim that held them has committed, and this claim's own
-        # jobs count as running (where this transaction holds the only write lock, the first
-        # read is exact).
-        if queries.one_writer and first is not None:
-            again, counted_own = first, False
+        if queries.one_writer:
+            # This transaction holds the only write lock, since its BEGIN: the first read is
+            # exact, or one read now counts this claim's jobs too, and its rows of whole tasks
+            # and queues are as locked as they will be.
+            if first is not None:
+                again, counted_own = first, False
+            else:
+                again, counted_own = read_limits(using, short_of=ask.count), True
+            read_rows = {scope_of(row): row for row in again.rows}
+            if counted <= read_rows.keys():
+                locked = [read_rows[scope] for scope in sorted(counted)]
+            else:
+                locked = locked_states(using, counted, skip_keyed=False)
         else:
+            # Waiting for keys' rows too: this claim's jobs are chosen already, and every
+            # claim locks in one order.
+            locked = locked_states(using, counted, skip_keyed=False) if counted else []
+            # Under the locks: every claim that held them has committed, and this claim's own
+            # jobs count as running.
             again, counted_own = read_limits(using, short_of=ask.count), True
         buckets = Buckets([*(first.rows if first else []), *again.rows, *locked], again.now)
         _check(claimed, limits, again.use, buckets, locked, counted_own)
@@ -269,6 +280,19 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
 #: were taken, where no limit was used up: the size of that batch, and the limits with room
 #: for less. The next batch then need not read the limits before it claims.
 _room_known: dict[str, tuple[int, HeldBack]] = {}
+
+
+def _limits_by_job(jobs: Iterable[tuple[int, str, str, str]]) -> dict[int, list[Limit]]:
+    """Each of ``jobs`` (id, task name, queue, limit key) with the limits it is under: looked
+    up once for each task, queue and key (a claim's jobs share a few)."""
+    found: dict[tuple[str, str, str], list[Limit]] = {}
+    limits: dict[int, list[Limit]] = {}
+    for job_id, task_name, queue, key in jobs:
+        group = (task_name, queue, key)
+        if group not in found:
+            found[group] = limits_of(task_name, queue, key)
+        limits[job_id] = found[group]
+    return limits
 
 
 def _short_of_room(count: int, use: Use, buckets: Buckets) -> HeldBack:
@@ -320,9 +344,11 @@ def _check(
     locked_scopes = {scope_of(row) for row in locked}
     taken: Counter[Scope] = Counter()
     by_scope: dict[Scope, Limit] = {}
-    for job, key in claimed:
-        if any(buckets.paused_for(scope) for scope in scopes_of(job.task_name, job.queue, key)):
+    groups = Counter((job.task_name, job.queue, key) for job, key in claimed)
+    for task_name, queue, key in groups:
+        if any(buckets.paused_for(scope) for scope in scopes_of(task_name, queue, key)):
             raise _Overdrawn
+    for job, _key in claimed:
         for limit in limits[job.id]:
             taken[limit.scope] += 1
             by_scope[limit.scope] = limit
@@ -359,7 +385,7 @@ def _claim_each(using: str, ask: _Ask, claim: LimitedClaim, first: LimitsRead) -
     )
     if not candidates:
         return
-    limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
+    limits = _limits_by_job((c.id, c.task_name, c.queue, c.limit_key) for c in candidates)
     counted = {limit.scope for found in limits.values() for limit in found}
     locked = locked_states(using, counted) if counted else []
     # Under the locks, the counts include every claim that held them before (where this

@@ -31,9 +31,9 @@ from ..base import (
 )
 from ..fair_rounds import ROUNDS_SQL, rounds_params
 from ..limited import limited_candidates, limited_candidates_sql
-from . import limited as one_trip
 from ..outage import ErrorBackoff
 from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, SPECIAL_WAITING, claimed_jobs
+from . import limited as one_trip
 
 logger = logging.getLogger(__name__)
 
