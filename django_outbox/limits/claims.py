@@ -169,16 +169,17 @@ def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
     if (short or keyed != HeldBack()) and len(claim.jobs) < ask.count:
         rest = dataclasses.replace(ask, count=ask.count - len(claim.jobs))
         careful = _claim_carefully(using, rest)
-        if careful.jobs and not claim.jobs:
-            # The jobs waiting are those of limits near their end (a cap or a rate at work):
-            # claim them the careful way alone for a while, without this claim before it.
+        if not claim.jobs and (careful.jobs or careful.held_back):
+            # The jobs waiting are those of limits near their end (a cap or a rate at work,
+            # claimed at every completion): claim them the careful way alone for a while,
+            # without this claim's locks before it.
             _one_trip_resumes[using] = time.monotonic() + ONE_TRIP_PAUSE_SECONDS
         claim.add(careful)
     return claim
 
 
 #: By database alias, when limited claims try the one-trip claim again (``time.monotonic``)
-#: after one found nothing where the careful claim then found jobs.
+#: after one found nothing where the careful claim then found jobs, or held some back.
 _one_trip_resumes: dict[str, float] = {}
 ONE_TRIP_PAUSE_SECONDS = 1.0
 

@@ -12,6 +12,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from django_outbox.limits import claims
 from django_outbox.limits.claims import claim_limited
 from django_outbox.limits.pauses import pause
 from django_outbox.models import Job, JobStatus, LimitState
@@ -178,3 +179,24 @@ def test_a_claim_counts_what_the_claim_holding_the_limits_lock_committed(second_
     thread.join(10)
     assert len(claimed[0].jobs) == 5
     assert running() == 100
+
+
+def test_once_only_limits_at_work_hold_jobs_the_one_trip_claim_rests_for_a_while():
+    tasks.capped.enqueue_many([{"n": n} for n in range(10)])
+    # A cap of 3 has no room to spare for a claim of 8: the careful claim takes 3.
+    assert len(claim(count=8).jobs) == 3
+    claims._one_trip_resumes.clear()
+    with CaptureQueriesContext(connection) as full:
+        held = claim(count=8)
+    assert held.jobs == []
+    assert held.held_back
+    with CaptureQueriesContext(connection) as next_claim:
+        assert claim(count=8).jobs == []
+
+    def one_trip(captured):
+        return any("clock_timestamp()" in query["sql"] for query in captured.captured_queries)
+
+    # A claim that found the cap full rests the one-trip claim: the next claims (at every
+    # completion, while the cap is full) go the careful way alone.
+    assert one_trip(full)
+    assert not one_trip(next_claim)
