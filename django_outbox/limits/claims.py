@@ -3,7 +3,8 @@
 Each claim first reads, without locks, the jobs running under each limit (status running,
 lease not expired: a dead worker's job holds its place until its lease expires, no longer)
 and the limits paused or short of tokens; what is used up is held back in the claim's SQL, so
-that a capped key's backlog does not hide the jobs behind it. Then one of two ways:
+that a capped key's backlog does not hide the jobs behind it. Then one of two ways (on
+PostgreSQL, first a claim in one round trip: ``_claim_in_one_trip``, below):
 
 - **A batch**, where limits are far from their end (a drain under limits it does not
   reach): the first runnable jobs are claimed as a plain claim would (concurrent claims pass
@@ -20,6 +21,13 @@ that a capped key's backlog does not hide the jobs behind it. Then one of two wa
   is choosing the key's jobs), so that claims spread over keys instead of queueing; count
   again under the locks, choose candidates in order while each of their limits has room and
   a token, claim them by id, and take one token per job from each of its buckets.
+
+On PostgreSQL a claim first tries **one round trip** (``claim_limited_in_one_trip``): the
+whole tasks' and queues' rows locked, then, in a statement of its own whose snapshot follows
+the locks, the running jobs counted, the jobs of limits with room for the whole claim with half
+to spare claimed and their tokens taken. Jobs of the other limits (near their end, per-key,
+paused keys) are left to the careful claim when it comes back short; once only those hold
+jobs, claims go the careful way alone for a second at a time.
 
 Either way, under the locks every claim that held them before has committed, so the counts
 are exact (SQLite's write lock, taken at BEGIN, serializes every claim anyway), and no limit
@@ -171,17 +179,33 @@ def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
         careful = _claim_carefully(using, rest)
         if not claim.jobs and (careful.jobs or careful.held_back):
             # The jobs waiting are those of limits near their end (a cap or a rate at work,
-            # claimed at every completion): claim them the careful way alone for a while,
-            # without this claim's locks before it.
-            _one_trip_resumes[using] = time.monotonic() + ONE_TRIP_PAUSE_SECONDS
+            # claimed at every completion) or per-key ones: claim them the careful way alone
+            # for a while, without this claim's locks and its look past their jobs before it;
+            # twice as long each time this claim finds nothing again.
+            pause = min(ONE_TRIP_PAUSE_MAX_SECONDS, 2 * _one_trip_pauses.get(using, 0.5))
+            _one_trip_pauses[using] = pause
+            _one_trip_resumes[using] = time.monotonic() + pause
+            claim.add(careful)
+            return claim
         claim.add(careful)
+    if claim.jobs:
+        _one_trip_pauses.pop(using, None)
     return claim
 
 
 #: By database alias, when limited claims try the one-trip claim again (``time.monotonic``)
-#: after one found nothing where the careful claim then found jobs, or held some back.
+#: after one found nothing where the careful claim then found jobs, or held some back; and
+#: how long that pause was (it doubles, from a second up to ONE_TRIP_PAUSE_MAX_SECONDS, while
+#: one-trip claims find nothing, and ends once a claim finds limits with room again).
 _one_trip_resumes: dict[str, float] = {}
-ONE_TRIP_PAUSE_SECONDS = 1.0
+_one_trip_pauses: dict[str, float] = {}
+ONE_TRIP_PAUSE_MAX_SECONDS = 16.0
+
+
+def _one_trip_room_again(using: str) -> None:
+    """A batch left every limit with room: the one-trip claim may take the next ones."""
+    _one_trip_resumes.pop(using, None)
+    _one_trip_pauses.pop(using, None)
 
 
 def _wholes_and_keyed() -> tuple[list[WholeLimit], HeldBack]:
@@ -270,6 +294,7 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
             again.use.add(claimed)
         if _held_back(again.use, buckets, LimitedClaim()) == HeldBack():
             _room_known[using] = (ask.count, _short_of_room(ask.count, again.use, buckets))
+            _one_trip_room_again(using)
     elif short != HeldBack():
         # Nothing locked yet: the careful claim goes on in this transaction, on its read.
         _claim_each(using, ask, claim, first or read_limits(using))

@@ -12,7 +12,9 @@ from django_outbox.limits import claims, state
 def limited_claims_start_afresh() -> Iterator[None]:
     claims._room_known.clear()
     claims._one_trip_resumes.clear()
+    claims._one_trip_pauses.clear()
     state._known_rows.clear()
     yield
     claims._room_known.clear()
     claims._one_trip_resumes.clear()
+    claims._one_trip_pauses.clear()

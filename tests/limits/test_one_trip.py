@@ -186,6 +186,7 @@ def test_once_only_limits_at_work_hold_jobs_the_one_trip_claim_rests_for_a_while
     # A cap of 3 has no room to spare for a claim of 8: the careful claim takes 3.
     assert len(claim(count=8).jobs) == 3
     claims._one_trip_resumes.clear()
+    claims._one_trip_pauses.clear()
     with CaptureQueriesContext(connection) as full:
         held = claim(count=8)
     assert held.jobs == []
@@ -200,3 +201,23 @@ def test_once_only_limits_at_work_hold_jobs_the_one_trip_claim_rests_for_a_while
     # completion, while the cap is full) go the careful way alone.
     assert one_trip(full)
     assert not one_trip(next_claim)
+    # Found nothing again once the pause is over: a pause twice as long.
+    assert claims._one_trip_pauses["default"] == 1.0
+    claims._one_trip_resumes.clear()
+    assert claim(count=8).jobs == []
+    assert claims._one_trip_pauses["default"] == 2.0
+
+
+@override_settings(OUTBOX=ROOMY)
+def test_a_batch_with_room_while_the_one_trip_claim_rests_brings_it_back():
+    tasks.noop.using(queue="crm").enqueue_many([{}] * 20)
+    claims._one_trip_resumes["default"] = float("inf")
+    claims._one_trip_pauses["default"] = 16.0
+    assert len(claim(count=5).jobs) == 5
+    assert "default" not in claims._one_trip_resumes
+    with CaptureQueriesContext(connection) as captured:
+        assert len(claim(count=5).jobs) == 5
+    statements = [query["sql"] for query in captured.captured_queries]
+    # One round trip (after the rows this process had not seen yet are created).
+    assert "clock_timestamp()" in statements[-1]
+    assert not any(sql.startswith("BEGIN") for sql in statements)
