@@ -27,7 +27,7 @@ whole tasks' and queues' rows locked, then, in a statement of its own whose snap
 the locks, the running jobs counted, the jobs of limits with room for the whole claim with half
 to spare claimed and their tokens taken. Jobs of the other limits (near their end, per-key,
 paused keys) are left to the careful claim when it comes back short; once only those hold
-jobs, claims go the careful way alone for a second at a time.
+jobs, claims go the careful way alone for a while (``_one_trip_resumes``).
 
 Either way, under the locks every claim that held them before has committed, so the counts
 are exact (SQLite's write lock, taken at BEGIN, serializes every claim anyway), and no limit

@@ -20,10 +20,10 @@ ROOMY = {"QUEUES": {"crm": {"CONCURRENCY": 1000, "RATE_LIMIT": "100000/s"}}}
 
 
 @pytest.fixture(autouse=True)
-def batches_not_one_trip_claims():
-    """The batch as SQLite and MariaDB claim it, and PostgreSQL after a one-trip claim found
-    only jobs of limits near their end (test_one_trip.py tests the one-trip claim)."""
-    limited_claims._one_trip_resumes["default"] = float("inf")
+def batches_not_one_trip_claims(monkeypatch):
+    """The batch as SQLite and MariaDB claim it, and PostgreSQL while its one-trip claim rests
+    (test_one_trip.py tests the one-trip claim)."""
+    monkeypatch.setattr(queries_for(connection), "supports_limited_claim_in_one_trip", False)
 
 
 def claim(count=50, worker="w"):
