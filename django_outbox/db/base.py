@@ -66,6 +66,19 @@ class LimitedCandidate:
 
 
 @dataclass(frozen=True)
+class WholeLimit:
+    """A whole task's or queue's limit, as a claim in one round trip checks it: its cap (jobs
+    running at once) and its rate's refill (tokens a second) and bucket (most tokens), each
+    None where not declared."""
+
+    kind: str
+    name: str
+    cap: int | None
+    per_second: float | None
+    burst: float | None
+
+
+@dataclass(frozen=True)
 class HeldBack:
     """Limited jobs a claim passes over: those of the tasks and queues in ``tasks`` and
     ``queues`` (a limit of the whole is used up or paused), and of the (name, key) pairs in
@@ -149,6 +162,8 @@ class DatabaseQueries:
     #: Whether a ``write_transaction`` holds the only write lock from its start (SQLite): what
     #: it reads stays true until it commits.
     one_writer: ClassVar[bool] = False
+    #: Whether ``claim_limited_in_one_trip`` can claim limited jobs in one round trip.
+    supports_limited_claim_in_one_trip: ClassVar[bool] = False
     #: The driver's placeholder in the SQL ``execute`` runs, and the database's clock as the
     #: claim compares ``run_at`` with it (for statements shared by both databases).
     placeholder: ClassVar[str]
@@ -259,6 +274,26 @@ class DatabaseQueries:
         """Claim the first ``limit`` limited jobs ``limited_candidates`` would return, as they
         are, their limits left for the caller to check under their locks; return each with
         its limit key. Concurrent claimers pass over each other's jobs."""
+        raise NotImplementedError
+
+    def claim_limited_in_one_trip(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limits: Sequence[WholeLimit],
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
+        """Claim, in one round trip and one transaction of its own, the first ``limit``
+        limited jobs ``limited_candidates`` would return whose ``limits`` (every whole limit
+        declared; their rows exist) all have room for ``limit`` jobs with half their cap and
+        bucket to spare, counted under the limits' row locks, and take their tokens; return
+        each job with its limit key, and whether some limits had less room (their jobs were
+        passed over). Only where ``supports_limited_claim_in_one_trip``."""
         raise NotImplementedError
 
     def database_seconds(self, connection: BaseDatabaseWrapper) -> float:

@@ -37,8 +37,10 @@ def limited_candidates_sql(
     held_back: HeldBack,
     limit: int,
     excluded_queues: Sequence[str] = (),
+    conditions_added: str = "",
 ) -> tuple[str, list[Any]]:
-    """The candidates' query and its parameters, for placeholder ``p`` and clock ``due_by``.
+    """The candidates' query and its parameters, for placeholder ``p`` and clock ``due_by``
+    (with ``conditions_added``, SQL without parameters, among its conditions).
 
     Along the partial indexes of limited jobs (``outbox_job_limited_*``). Used-up limits are
     left out in the WHERE, so that a capped key's backlog is passed over inside the database,
@@ -58,7 +60,7 @@ def limited_candidates_sql(
         for name, key in sorted(pairs)[:HELD_BACK_LISTED]:
             where.append(f"NOT ({column} = {p} AND limit_key = {p})")
             params += [name, key]
-    conditions = "".join(f"\n      AND {condition}" for condition in where)
+    conditions = "".join(f"\n      AND {condition}" for condition in where) + conditions_added
     sql = f"""
 SELECT id, task_name, queue, limit_key FROM {TABLE} AS candidate
 WHERE status IN ({_CLAIMABLE}) AND run_at <= {due_by}{conditions}{pick}

@@ -3,7 +3,8 @@
 Each claim first reads, without locks, the jobs running under each limit (status running,
 lease not expired: a dead worker's job holds its place until its lease expires, no longer)
 and the limits paused or short of tokens; what is used up is held back in the claim's SQL, so
-that a capped key's backlog does not hide the jobs behind it. Then one of two ways:
+that a capped key's backlog does not hide the jobs behind it. Then one of two ways (on
+PostgreSQL, first a claim in one round trip: ``_claim_in_one_trip``, below):
 
 - **A batch**, where limits are far from their end (a drain under limits it does not
   reach): the first runnable jobs are claimed as a plain claim would (concurrent claims pass
@@ -21,6 +22,13 @@ that a capped key's backlog does not hide the jobs behind it. Then one of two wa
   again under the locks, choose candidates in order while each of their limits has room and
   a token, claim them by id, and take one token per job from each of its buckets.
 
+On PostgreSQL a claim first tries **one round trip** (``claim_limited_in_one_trip``): the
+whole tasks' and queues' rows locked, then, in a statement of its own whose snapshot follows
+the locks, the running jobs counted, the jobs of limits with room for the whole claim with half
+to spare claimed and their tokens taken. Jobs of the other limits (near their end, per-key,
+paused keys) are left to the careful claim when it comes back short; once only those hold
+jobs, claims go the careful way alone for a while (``_one_trip_resumes``).
+
 Either way, under the locks every claim that held them before has committed, so the counts
 are exact (SQLite's write lock, taken at BEGIN, serializes every claim anyway), and no limit
 is ever exceeded. A job held back stays ready, with its attempts untouched, and is chosen by
@@ -31,15 +39,16 @@ or a poll) or a token comes (``LimitedClaim.retry_in`` says when).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import connections
 
 from ..claimed import ClaimedJob
 from ..db import queries_for
-from ..db.base import HeldBack, LimitedCandidate
+from ..db.base import HeldBack, LimitedCandidate, WholeLimit
 from ..models import LimitState
 from .buckets import seconds_until_token
 from .declared import (
@@ -57,6 +66,7 @@ from .state import (
     Buckets,
     LimitsRead,
     Use,
+    create_missing_rows,
     locked_states,
     read_limits,
     scope_of,
@@ -121,9 +131,15 @@ def claim_limited(
     """Claim up to ``count`` limited jobs of ``queues`` (all but ``excluded_queues``) that
     every limit allows now."""
     ask = _Ask(worker_id, queues, count, lease_seconds, paused_retries, excluded_queues)
-    claim = LimitedClaim()
     connection = connections[using]
     queries = queries_for(connection)
+    if (
+        queries.supports_limited_claim_in_one_trip
+        and not connection.in_atomic_block
+        and time.monotonic() >= _one_trip_resumes.get(using, 0.0)
+    ):
+        return _claim_in_one_trip(using, ask)
+    claim = LimitedClaim()
     try:
         # Keep this transaction short: it ends holding the limits' rows (on SQLite, the
         # write lock throughout).
@@ -135,6 +151,85 @@ def claim_limited(
     if left_for_careful and len(claim.jobs) < count:
         claim.add(_claim_carefully(using, dataclasses.replace(ask, count=count - len(claim.jobs))))
     return claim
+
+
+def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
+    """Claim in one round trip the jobs of limits with room to spare; the others' carefully,
+    if that claim came back short."""
+    connection = connections[using]
+    queries = queries_for(connection)
+    wholes, keyed = _wholes_and_keyed()
+    # Rows missing from the database count as limits without room: the careful claim then
+    # creates them.
+    create_missing_rows(using, {Scope(limit.kind, limit.name) for limit in wholes})
+    claimed, short = queries.claim_limited_in_one_trip(
+        connection,
+        ask.worker_id,
+        ask.queues,
+        ask.paused_retries,
+        keyed,
+        wholes,
+        ask.count,
+        ask.lease_seconds,
+        ask.excluded_queues,
+    )
+    claim = LimitedClaim(jobs=[job for job, _ in claimed])
+    if (short or keyed != HeldBack()) and len(claim.jobs) < ask.count:
+        rest = dataclasses.replace(ask, count=ask.count - len(claim.jobs))
+        careful = _claim_carefully(using, rest)
+        if not claim.jobs and (careful.jobs or careful.held_back):
+            # The jobs waiting are those of limits near their end (a cap or a rate at work,
+            # claimed at every completion) or per-key ones: claim them the careful way alone
+            # for a while, without this claim's locks and its look past their jobs before it;
+            # twice as long each time this claim finds nothing again.
+            pause = min(ONE_TRIP_PAUSE_MAX_SECONDS, 2 * _one_trip_pauses.get(using, 0.5))
+            _one_trip_pauses[using] = pause
+            _one_trip_resumes[using] = time.monotonic() + pause
+            claim.add(careful)
+            return claim
+        claim.add(careful)
+    if claim.jobs:
+        _one_trip_pauses.pop(using, None)
+    return claim
+
+
+#: By database alias, when limited claims try the one-trip claim again (``time.monotonic``)
+#: after one found nothing where the careful claim then found jobs, or held some back; and
+#: how long that pause was (it doubles, from a second up to ONE_TRIP_PAUSE_MAX_SECONDS, while
+#: one-trip claims find nothing, and ends once a claim finds limits with room again).
+_one_trip_resumes: dict[str, float] = {}
+_one_trip_pauses: dict[str, float] = {}
+ONE_TRIP_PAUSE_MAX_SECONDS = 16.0
+
+
+def _one_trip_room_again(using: str) -> None:
+    """A batch left every limit with room: the one-trip claim may take the next ones."""
+    _one_trip_resumes.pop(using, None)
+    _one_trip_pauses.pop(using, None)
+
+
+def _wholes_and_keyed() -> tuple[list[WholeLimit], HeldBack]:
+    """The whole tasks' and queues' limits, for the one-trip claim to check; and the tasks and
+    queues with per-key limits, whose jobs it leaves to the careful claim (it skips keys
+    another claim is choosing)."""
+    wholes: list[WholeLimit] = []
+    keyed: dict[str, set[str]] = {TASK: set(), QUEUE: set()}
+    for limit in declared_limits():
+        scope = limit.scope
+        if scope.key == ANY_KEY:
+            keyed[scope.kind].add(scope.name)
+            continue
+        rate = limit.rate
+        wholes.append(
+            WholeLimit(
+                scope.kind,
+                scope.name,
+                limit.cap,
+                rate.per_second if rate else None,
+                float(rate.burst) if rate else None,
+            )
+        )
+    return wholes, HeldBack(tasks=frozenset(keyed[TASK]), queues=frozenset(keyed[QUEUE]))
 
 
 def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
@@ -169,17 +264,27 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
     )
     if claimed:
         jobs = [job for job, _ in claimed]
-        limits = {job.id: limits_of(job.task_name, job.queue, key) for job, key in claimed}
+        limits = _limits_by_job((job.id, job.task_name, job.queue, key) for job, key in claimed)
         counted = {limit.scope for found in limits.values() for limit in found}
-        # Waiting for keys' rows too: this claim's jobs are chosen already, and every claim
-        # locks in one order.
-        locked = locked_states(using, counted, skip_keyed=False) if counted else []
-        # Under the locks: every claim that held them has committed, and this claim's own
-        # jobs count as running (where this transaction holds the only write lock, the first
-        # read is exact).
-        if queries.one_writer and first is not None:
-            again, counted_own = first, False
+        if queries.one_writer:
+            # This transaction holds the only write lock, since its BEGIN: the first read is
+            # exact, or one read now counts this claim's jobs too, and its rows of whole tasks
+            # and queues are as locked as they will be.
+            if first is not None:
+                again, counted_own = first, False
+            else:
+                again, counted_own = read_limits(using, short_of=ask.count), True
+            read_rows = {scope_of(row): row for row in again.rows}
+            if counted <= read_rows.keys():
+                locked = [read_rows[scope] for scope in sorted(counted)]
+            else:
+                locked = locked_states(using, counted, skip_keyed=False)
         else:
+            # Waiting for keys' rows too: this claim's jobs are chosen already, and every
+            # claim locks in one order.
+            locked = locked_states(using, counted, skip_keyed=False) if counted else []
+            # Under the locks: every claim that held them has committed, and this claim's own
+            # jobs count as running.
             again, counted_own = read_limits(using, short_of=ask.count), True
         buckets = Buckets([*(first.rows if first else []), *again.rows, *locked], again.now)
         _check(claimed, limits, again.use, buckets, locked, counted_own)
@@ -189,6 +294,7 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
             again.use.add(claimed)
         if _held_back(again.use, buckets, LimitedClaim()) == HeldBack():
             _room_known[using] = (ask.count, _short_of_room(ask.count, again.use, buckets))
+            _one_trip_room_again(using)
     elif short != HeldBack():
         # Nothing locked yet: the careful claim goes on in this transaction, on its read.
         _claim_each(using, ask, claim, first or read_limits(using))
@@ -200,6 +306,19 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
 #: were taken, where no limit was used up: the size of that batch, and the limits with room
 #: for less. The next batch then need not read the limits before it claims.
 _room_known: dict[str, tuple[int, HeldBack]] = {}
+
+
+def _limits_by_job(jobs: Iterable[tuple[int, str, str, str]]) -> dict[int, list[Limit]]:
+    """Each of ``jobs`` (id, task name, queue, limit key) with the limits it is under: looked
+    up once for each task, queue and key (a claim's jobs share a few)."""
+    found: dict[tuple[str, str, str], list[Limit]] = {}
+    limits: dict[int, list[Limit]] = {}
+    for job_id, task_name, queue, key in jobs:
+        group = (task_name, queue, key)
+        if group not in found:
+            found[group] = limits_of(task_name, queue, key)
+        limits[job_id] = found[group]
+    return limits
 
 
 def _short_of_room(count: int, use: Use, buckets: Buckets) -> HeldBack:
@@ -251,9 +370,11 @@ def _check(
     locked_scopes = {scope_of(row) for row in locked}
     taken: Counter[Scope] = Counter()
     by_scope: dict[Scope, Limit] = {}
-    for job, key in claimed:
-        if any(buckets.paused_for(scope) for scope in scopes_of(job.task_name, job.queue, key)):
+    groups = Counter((job.task_name, job.queue, key) for job, key in claimed)
+    for task_name, queue, key in groups:
+        if any(buckets.paused_for(scope) for scope in scopes_of(task_name, queue, key)):
             raise _Overdrawn
+    for job, _key in claimed:
         for limit in limits[job.id]:
             taken[limit.scope] += 1
             by_scope[limit.scope] = limit
@@ -290,7 +411,7 @@ def _claim_each(using: str, ask: _Ask, claim: LimitedClaim, first: LimitsRead) -
     )
     if not candidates:
         return
-    limits = {c.id: limits_of(c.task_name, c.queue, c.limit_key) for c in candidates}
+    limits = _limits_by_job((c.id, c.task_name, c.queue, c.limit_key) for c in candidates)
     counted = {limit.scope for found in limits.values() for limit in found}
     locked = locked_states(using, counted) if counted else []
     # Under the locks, the counts include every claim that held them before (where this

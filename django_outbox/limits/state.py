@@ -143,6 +143,16 @@ def locked_states(using: str, scopes: set[Scope], *, skip_keyed: bool = True) ->
     return locked
 
 
+def create_missing_rows(using: str, scopes: set[Scope]) -> None:
+    """Create the rows of ``scopes`` this process has not seen yet (one statement the first
+    time, none after): the one-trip claim locks rows, it does not create them."""
+    known = _known_rows.setdefault(using, set())
+    missing = sorted(scopes - known)
+    if missing:
+        _create(using, missing)
+        known.update(missing)
+
+
 def _missing(using: str, ordered: list[Scope], locked: list[LimitState]) -> bool:
     """Whether some rows of ``ordered`` do not exist (rather than being another claim's)."""
     matching = Q()

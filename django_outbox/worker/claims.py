@@ -17,7 +17,9 @@ their claims, on every round for an interval after the others left room, and at 
 interval when none were found: neither kind can hold the other up. Limited jobs (under a
 concurrency cap or rate limit) are claimed last in a round that has room, when a look found
 some or the last limited claim left some held back (a running job's end, or a token, may let
-them start), and at least once per interval.
+them start), and at least once per interval; first while they fill their claims and the
+others found none, until the others are due again (once per interval, or once a claim of
+limited jobs leaves room).
 """
 
 from __future__ import annotations
@@ -93,9 +95,16 @@ class ClaimPolicy:
         self._fair_went_first = fair_first
         if fair_first:
             take(ClaimKind.FAIR)
+        elif self.limited_first():
+            take(ClaimKind.LIMITED)
         if claimed < limit:
             take(self.base())
-        if claimed < limit and self._limited.waiting is not None and self._limited.due(self.every):
+        if (
+            claimed < limit
+            and ClaimKind.LIMITED not in taken
+            and self._limited.waiting is not None
+            and self._limited.due(self.every)
+        ):
             take(ClaimKind.LIMITED)
         if self.wants_a_look(taken, room=claimed < limit):
             for kind in self.looked(taken, look()):
@@ -116,6 +125,13 @@ class ClaimPolicy:
         # Every other round while both kinds fill their claims; every round for an interval
         # after the others left room.
         return overdue or not (self._fair_went_first and self._base.due(self.every))
+
+    def limited_first(self) -> bool:
+        """Whether this round of claims starts with limited jobs: while they fill their claims
+        and the other jobs' last claim left room (a drain of limited jobs alone), until the
+        others are due again (at least once per interval). A round that starts with the
+        others' claim would find nothing, one statement spent for it each round."""
+        return bool(self._limited.waiting) and not self._base.due(self.every)
 
     def base(self) -> ClaimKind:
         """The claim for jobs that are not fair: full where plain claims don't pay, or when

@@ -20,11 +20,10 @@ ROOMY = {"QUEUES": {"crm": {"CONCURRENCY": 1000, "RATE_LIMIT": "100000/s"}}}
 
 
 @pytest.fixture(autouse=True)
-def no_room_known_yet():
-    """Each test starts as a new worker would: nothing known of the limits' room."""
-    limited_claims._room_known.clear()
-    yield
-    limited_claims._room_known.clear()
+def batches_not_one_trip_claims(monkeypatch):
+    """The batch as SQLite and MariaDB claim it, and PostgreSQL while its one-trip claim rests
+    (test_one_trip.py tests the one-trip claim)."""
+    monkeypatch.setattr(queries_for(connection), "supports_limited_claim_in_one_trip", False)
 
 
 def claim(count=50, worker="w"):

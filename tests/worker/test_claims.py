@@ -160,3 +160,34 @@ def test_jobs_claimed_before_a_later_claim_of_the_round_fails_are_run(monkeypatc
         job.refresh_from_db()
         # Run by the worker that claimed them, not taken back after their lease expired.
         assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 1)
+
+
+def test_limited_jobs_go_first_while_they_fill_claims_and_the_others_found_none():
+    policy = ClaimPolicy(every=0.2, plain_claims=False)
+    order: list[str] = []
+    waiting = {ClaimKind.LIMITED}
+
+    def claim(kind, count):
+        order.append(kind.value)
+        return count if kind in waiting else 0
+
+    def look():
+        return set(waiting)
+
+    def rounds(number):
+        del order[:]
+        for _ in range(number):
+            policy.claim_round(10, claim, look)
+            order.append("|")
+        return " ".join(order)
+
+    # The first round claims the others (none) and limited jobs; then limited jobs alone,
+    # without an empty claim before them.
+    assert rounds(3) == "full limited | limited | limited |"
+    # Once per interval the others' claims come first again (fair ones too).
+    time.sleep(0.25)
+    assert rounds(2) == "fair full limited | limited |"
+    # Others' jobs arrive: a limited claim that leaves room is followed by theirs, which
+    # fill claims and go first from then on.
+    waiting = {ClaimKind.FULL}
+    assert rounds(3) == "limited full | full | full |"

@@ -26,12 +26,14 @@ from ..base import (
     InsertedJobs,
     LimitedCandidate,
     Result,
+    WholeLimit,
     application_name_of,
 )
 from ..fair_rounds import ROUNDS_SQL, rounds_params
 from ..limited import limited_candidates, limited_candidates_sql
 from ..outage import ErrorBackoff
 from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, SPECIAL_WAITING, claimed_jobs
+from . import limited as one_trip
 
 logger = logging.getLogger(__name__)
 
@@ -281,6 +283,7 @@ WORKER_CONNECTION_OPTIONS: dict[str, int] = {
 class PostgreSQLQueries(DatabaseQueries):
     vendor: ClassVar[str] = "postgresql"
     plain_claims: ClassVar[bool] = True
+    supports_limited_claim_in_one_trip: ClassVar[bool] = True
     listens: ClassVar[bool] = True
     placeholder: ClassVar[str] = "%s"
     # Not now(): inside the enqueuer's transaction that is when the transaction began.
@@ -349,6 +352,58 @@ class PostgreSQLQueries(DatabaseQueries):
             if connection.queries_logged:
                 connection.queries_log.append(
                     {"sql": sql, "time": f"{time.monotonic() - started:.3f}"}
+                )
+
+    def execute_pipelined(
+        self, connection: BaseDatabaseWrapper, statements: Sequence[tuple[str, list[Any]]]
+    ) -> Result:
+        """Run ``statements`` as one transaction of their own, sent at once (one round
+        trip); return the last one's result. Outside a transaction only.
+
+        Each statement has a snapshot of its own (READ COMMITTED), taken when the one before
+        has finished: locks the first takes are held when the next starts. Prepared where the
+        project allows prepared statements (``_execute``), in a pipeline; otherwise, or where
+        libpq cannot pipeline, as one simple query (``execute_as_one_transaction``).
+        """
+        psycopg = _psycopg()
+        if connection.connection is None:
+            connection.ensure_connection()
+        if self.runs_on_django_cursor(connection) or not psycopg.Pipeline.is_supported():
+            sql = ";".join(statement for statement, _ in statements)
+            params = [param for _, each in statements for param in each]
+            return self.execute_as_one_transaction(connection, sql, params)
+        driver_connection = connection.connection
+        started = time.monotonic()
+        try:
+            with (
+                connection.wrap_database_errors,
+                psycopg.Cursor(driver_connection) as cursor,
+                psycopg.Cursor(driver_connection) as last,
+            ):
+                try:
+                    with driver_connection.pipeline():
+                        cursor.execute("BEGIN")
+                        for sql, params in statements[:-1]:
+                            cursor.execute(sql, params, prepare=True)
+                        last.execute(statements[-1][0], statements[-1][1], prepare=True)
+                        cursor.execute("COMMIT")
+                except BaseException:
+                    # A statement failed (a lock wait timed out, say): the rest were not run,
+                    # and the transaction waits for its end.
+                    idle = psycopg.pq.TransactionStatus.IDLE
+                    if driver_connection.info.transaction_status != idle:
+                        driver_connection.execute("ROLLBACK")
+                    raise
+                result = last.pgresult
+                has_rows = result is not None and result.status == _TUPLES_OK
+                return last.rowcount, last.fetchall() if has_rows else []
+        finally:
+            if connection.queries_logged:
+                connection.queries_log.append(
+                    {
+                        "sql": ";".join(statement for statement, _ in statements),
+                        "time": f"{time.monotonic() - started:.3f}",
+                    }
                 )
 
     @staticmethod
@@ -484,6 +539,41 @@ class PostgreSQLQueries(DatabaseQueries):
         jobs = claimed_jobs((row[1:] for row in rows), worker_id)
         keys = {row[1]: row[0] for row in rows}
         return [(job, keys[job.id]) for job in jobs]
+
+    def claim_limited_in_one_trip(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limits: Sequence[WholeLimit],
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
+        # Both statements at once on a connection outside any transaction: its own.
+        assert not connection.in_atomic_block
+        self._set_up_for_bookkeeping(connection)
+        candidates, candidate_params = limited_candidates_sql(
+            self.placeholder,
+            self.due_by,
+            queues,
+            paused_retries,
+            held_back,
+            limit,
+            excluded_queues,
+            conditions_added=one_trip.WITH_ROOM,
+        )
+        statements = one_trip.claim_in_one_trip_sql(
+            CLAIM_PICKED_SQL, candidates, candidate_params, limits, limit, lease_seconds, worker_id
+        )
+        _, rows = self.execute_pipelined(connection, statements)
+        short = bool(rows[0][0])
+        claimed = [row for row in rows if row[1] is not None]
+        jobs = claimed_jobs((row[2:] for row in claimed), worker_id)
+        keys = {row[2]: row[1] for row in claimed}
+        return [(job, keys[job.id]) for job in jobs], short
 
     def limited_candidates(
         self,
