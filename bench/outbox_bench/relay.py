@@ -382,7 +382,7 @@ def format_relay_table(results: dict[str, Any]) -> str:
     lines = [
         f"Relay on {results['database']}",
         f"{'broker':<10} {'floor/s':>10} {'keyless/s':>10} {'ratio':>6} {'keyed/s':>10} "
-        f"{'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'at/s':>6}",
+        f"{'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'at/s':>6}",
     ]
     for name, figures in results["brokers"].items():
         latency_figures = figures.get("latency", {})
@@ -390,7 +390,7 @@ def format_relay_table(results: dict[str, Any]) -> str:
             f"{name:<10} {figures['floor']:>10,.0f} {figures['relay_keyless']:>10,.0f} "
             f"{figures['ratio_keyless']:>6.2f} {figures['relay_keyed']:>10,.0f} "
             f"{figures['ratio_keyed']:>6.2f} {latency_figures.get('p50_ms', 0):>7.1f} "
-            f"{latency_figures.get('p99_ms', 0):>7.1f} "
+            f"{latency_figures.get('p99_ms', 0):>7.1f} {latency_figures.get('max_ms', 0):>7.1f} "
             f"{latency_figures.get('achieved_rate', 0):>6,.0f}"
         )
     if "idle_statements_per_second" in results:

@@ -200,10 +200,13 @@ class Relay:
                     continue
                 self._database_errors.succeeded()
                 idle = result.claimed == 0 and ahead is None
-                if idle:
-                    # The last batch's rows may still hold their keys: written before looking
-                    # again, so that an empty claim means nothing is ready.
-                    self._writer.flush()
+                # The last batch's outcomes may have been written only after this claim read
+                # the table: their rows still held their keys then, and the keys' next
+                # messages were left. Look again once they are written, before resting (a
+                # message committed just behind its key's last one would wait a whole poll).
+                if idle and self._writer.flush():
+                    look_first = False
+                    continue
                 look_first = False
                 if ahead is not None or (
                     result.claimed >= self.batch_size and not result.unavailable
@@ -554,10 +557,13 @@ class OutcomeWriter:
         self.using = using
         self.relay_id = relay_id
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=1)
+        # Writes submitted since the last flush (by the relay's thread only).
+        self._submitted = 0
         self._thread = threading.Thread(target=self._run, name="outbox-relay-writer", daemon=True)
         self._thread.start()
 
     def submit(self, write: Callable[[], None]) -> None:
+        self._submitted += 1
         self._queue.put(write)
 
     def claim(self, claim: Callable[[], ClaimedBatch | None]) -> Future[ClaimedBatch | None]:
@@ -575,9 +581,12 @@ class OutcomeWriter:
         self._queue.put(run)
         return future
 
-    def flush(self) -> None:
-        """Return once every submitted write is done."""
+    def flush(self) -> bool:
+        """Return once every submitted write is done: whether any was submitted since the
+        last flush (the keys its rows held are free now)."""
         self._queue.join()
+        submitted, self._submitted = self._submitted, 0
+        return submitted > 0
 
     def stop(self) -> None:
         self._queue.put(None)

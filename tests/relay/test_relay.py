@@ -155,6 +155,65 @@ def test_the_relay_runs_in_a_thread_until_stopped_and_wakes_on_publish():
     assert not thread.is_alive()
 
 
+def test_a_message_behind_its_keys_unrecorded_last_one_is_sent_without_waiting_a_poll(
+    monkeypatch,
+):
+    """A key's next message committed while its last one's confirmation is still being
+    written: the claim it wakes leaves it (the key is held), and the relay looks again once the
+    write is done instead of resting a poll with the message ready."""
+    from django_outbox.relay import loop
+
+    gate = threading.Event()
+    gate.set()
+    claims: list[int] = []
+    write = loop.OutcomeWriter.submit
+    claim = loop.Relay._claim
+
+    def gated_submit(self, record):
+        def gated() -> None:
+            gate.wait(10)
+            record()
+
+        write(self, gated)
+
+    def counted_claim(self, **options):
+        batch = claim(self, **options)
+        claims.append(len(batch.messages) if batch else 0)
+        return batch
+
+    def wait_for(condition):
+        deadline = time.monotonic() + 10
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert condition()
+
+    monkeypatch.setattr(loop.OutcomeWriter, "submit", gated_submit)
+    monkeypatch.setattr(loop.Relay, "_claim", counted_claim)
+    relay = Relay(poll_seconds=30, housekeeping=False)
+    thread = threading.Thread(target=relay.run)
+    thread.start()
+    try:
+        publish("orders", {"n": 1}, key="k")
+        wait_for(lambda: not Message.objects.exists())
+        # From here, confirmations are written only when the gate opens.
+        gate.clear()
+        publish("orders", {"n": 2}, key="k")
+        wait_for(lambda: len(memory.sent_messages("default")) == 2)
+        seen = len(claims)
+        publish("orders", {"n": 3}, key="k")
+        wait_for(lambda: len(claims) > seen)
+        assert claims[seen] == 0, "the woken claim must find the key held"
+        gate.set()
+        # Within seconds, not the 30 s poll.
+        wait_for(lambda: len(memory.sent_messages("default")) == 3)
+        assert sent_payloads() == [{"n": 1}, {"n": 2}, {"n": 3}]
+    finally:
+        gate.set()
+        relay.request_stop()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
 class OneAtATime(memory.InMemoryBroker):
     """An adapter that does not keep a key's order within a batch: it records its calls."""
 
