@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.chaos import private_postgresql
 from tests.helpers import REPO
 from tests.processes import worker_env
 
@@ -37,12 +38,14 @@ PORT = 61_000 + _ID % 4_000
 DATABASE = "outbox_partition"
 
 
-def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, check=check, capture_output=True, text=True)
+_run = private_postgresql.run
 
 
-def _as_postgres(command: str) -> None:
-    _run("su", "postgres", "-s", "/bin/sh", "-c", command)
+def _missing(*tools: str) -> str | None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            return f"needs {tool}"
+    return None
 
 
 @dataclass
@@ -99,37 +102,9 @@ class PartitionedDatabase:
         return result.stdout
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    for tool in ("ip", "tc", "su", "initdb", "pg_ctl"):
-        if shutil.which(tool) is None:
-            return f"needs {tool}"
-    return None
-
-
-def _create_database(data: Path) -> None:
-    """Create the test database, retrying while the new server can't take it yet."""
-    deadline = time.monotonic() + 30
-    while True:
-        result = _run(
-            "psql",
-            f"postgres://postgres@127.0.0.1:{PORT}/postgres",
-            "-c",
-            f"CREATE DATABASE {DATABASE}",
-            check=False,
-        )
-        if result.returncode == 0:
-            return
-        if time.monotonic() > deadline:
-            log = (data / "server.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"cannot create {DATABASE}: {result.stderr}\nserver log:\n{log}")
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def partitioned_database() -> Iterator[PartitionedDatabase]:
-    reason = _why_not()
+    reason = private_postgresql.why_not() or _missing("ip", "tc")
     if reason:
         pytest.skip(reason)
     # A namespace left by an interrupted run goes first (its veth pair with it).
@@ -140,6 +115,7 @@ def partitioned_database() -> Iterator[PartitionedDatabase]:
         pytest.skip(f"cannot create a network namespace: {error.stderr.strip()}")
     data = Path(tempfile.mkdtemp(prefix="outbox-partition-"))
     database = PartitionedDatabase(data=data)
+    server: private_postgresql.PrivatePostgreSQL | None = None
     try:
         _run("ip", "link", "add", HOST_SIDE, "type", "veth", "peer", "name", NAMESPACE_SIDE)
         _run("ip", "link", "set", NAMESPACE_SIDE, "netns", NAMESPACE)
@@ -150,24 +126,19 @@ def partitioned_database() -> Iterator[PartitionedDatabase]:
         )
         _run(*database.prefix, "ip", "link", "set", NAMESPACE_SIDE, "up")
         _run(*database.prefix, "ip", "link", "set", "lo", "up")
-        shutil.chown(data, "postgres", "postgres")
-        cluster = data / "cluster"
-        _as_postgres(f"initdb -D {cluster} -A trust -U postgres --no-sync >/dev/null")
-        with (cluster / "pg_hba.conf").open("a") as hba:
-            hba.write(f"host all all {_SUBNET}.0/24 trust\n")
-        _as_postgres(
-            f'pg_ctl -D {cluster} -l {data}/server.log -w -o "-p {PORT} -k {data} '
-            f"-c listen_addresses='127.0.0.1,{HOST_ADDRESS}' -c fsync=off "
-            '-c max_connections=200" start >/dev/null'
+        server = private_postgresql.PrivatePostgreSQL(
+            data, PORT, addresses=f"127.0.0.1,{HOST_ADDRESS}", trusted=f"{_SUBNET}.0/24"
         )
-        _create_database(data)
+        server.start()
+        server.create_database(DATABASE)
         database.manage("migrate", "--verbosity", "0")
         yield database
     finally:
         # Whatever state a failed test left the link in, the rest must still be cleaned up.
         with contextlib.suppress(subprocess.CalledProcessError):
             database.heal()
-        _as_postgres(f"pg_ctl -D {data / 'cluster'} -m immediate stop >/dev/null 2>&1 || true")
+        if server is not None:
+            server.remove()
         _run("ip", "netns", "del", NAMESPACE, check=False)
         _run("ip", "link", "del", HOST_SIDE, check=False)
         time.sleep(0.1)

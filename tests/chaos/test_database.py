@@ -1,18 +1,21 @@
-"""Fault injection: the database goes away under running workers (PostgreSQL)."""
+"""Fault injection: the database goes away under running workers (PostgreSQL, a server of the
+test's own: backends killed, a restart, a stopped server)."""
 
 from __future__ import annotations
 
-import shutil
 import signal
-import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.core.management import call_command
 from django.db import connection
 
 from tests.chaos.outcomes import report, ride_out_outage, scaled
-from tests.helpers import REPO
+from tests.chaos.private_postgresql import PrivatePostgreSQL, free_port, why_not
 from tests.processes import wait_until
 from tests.testapp import tasks
 
@@ -23,16 +26,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 
-
-def cluster(action: str) -> None:
-    """Start, stop or restart the machine's PostgreSQL cluster (as CI and developers run it)."""
-    version = sorted(path.name for path in Path("/etc/postgresql").iterdir())[-1]
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+DATABASE = "outbox_private"
 
 
 def query_when_back(sql: str) -> int:
@@ -62,29 +56,41 @@ def terminate_other_backends() -> int:
 
 
 @pytest.fixture
-def restartable_cluster():
-    if not shutil.which("pg_ctlcluster") or not Path("/etc/postgresql").is_dir():
-        pytest.skip("needs the machine's own PostgreSQL cluster (pg_ctlcluster)")
-    yield
-    # Whatever happened, leave the server running for the rest of the suite.
-    subprocess.run(
-        ["bash", str(REPO / ".ci" / "ensure-postgres")],
-        check=False,
-        timeout=60,
-    )
-    connection.close()
+def private_server() -> Iterator[PrivatePostgreSQL]:
+    """The test's default connection on a server of its own, migrated; put back afterwards.
+
+    Never the machine's shared cluster: the suite's other legs and other checkouts use it at
+    the same time."""
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    server = PrivatePostgreSQL(Path(tempfile.mkdtemp(prefix="outbox-restart-")), free_port())
+    settings = connection.settings_dict
+    shared = {key: settings[key] for key in ("HOST", "PORT", "NAME")}
+    try:
+        server.start()
+        server.create_database(DATABASE)
+        connection.close()
+        settings.update(HOST="127.0.0.1", PORT=str(server.port), NAME=DATABASE)
+        call_command("migrate", verbosity=0, database="default")
+        yield server
+    finally:
+        connection.close()
+        settings.update(shared)
+        # The content types the migration cached are the private database's rows: the next
+        # test's flush would write permissions for ids the suite's database does not have.
+        ContentType.objects.clear_cache()
+        server.remove()
 
 
-def test_workers_ride_out_killed_backends_a_restart_and_a_stopped_server(
-    restartable_cluster, workers
-):
+def test_workers_ride_out_killed_backends_a_restart_and_a_stopped_server(private_server, workers):
     jobs = scaled(2_000, 6_000)
     outage = scaled(3, 10)
     # Long enough a drain (about 10 s on 8 threads) that jobs run through every outage.
     payloads = [{"sleep": 0.04}] * (jobs // 2)
     atomic = [job.pk for job in tasks.chaos_atomic.enqueue_many(payloads)]
     non_atomic = [job.pk for job in tasks.chaos_non_atomic.enqueue_many(payloads)]
-    env = {"OUTBOX_TEST_PREPARE_THRESHOLD": "5"}
+    env = {"OUTBOX_TEST_PREPARE_THRESHOLD": "5", "DATABASE_URL": private_server.url(DATABASE)}
     plain = workers("--concurrency", "4", "--prefetch", "10", **env)
     supervised = workers("--processes", "2", "--concurrency", "2", **env)
     wait_until(lambda: succeeded() > 100, timeout=30, what="the drain to start")
@@ -95,12 +101,12 @@ def test_workers_ride_out_killed_backends_a_restart_and_a_stopped_server(
         time.sleep(0.5)
 
     connection.close()
-    cluster("restart")
+    private_server.restart()
 
     connection.close()
     figures = ride_out_outage(
-        lambda: cluster("stop"),
-        lambda: cluster("start"),
+        private_server.stop,
+        private_server.start,
         outage,
         atomic=atomic,
         non_atomic=non_atomic,
