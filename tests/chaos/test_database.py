@@ -10,12 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.contrib.contenttypes.models import ContentType
-from django.core.management import call_command
 from django.db import connection
 
 from tests.chaos.outcomes import report, ride_out_outage, scaled
 from tests.chaos.private_postgresql import PrivatePostgreSQL, free_port, why_not
+from tests.helpers import default_connection_on
 from tests.processes import wait_until
 from tests.testapp import tasks
 
@@ -65,21 +64,12 @@ def private_server() -> Iterator[PrivatePostgreSQL]:
     if reason:
         pytest.skip(reason)
     server = PrivatePostgreSQL(Path(tempfile.mkdtemp(prefix="outbox-restart-")), free_port())
-    settings = connection.settings_dict
-    shared = {key: settings[key] for key in ("HOST", "PORT", "NAME")}
     try:
         server.start()
         server.create_database(DATABASE)
-        connection.close()
-        settings.update(HOST="127.0.0.1", PORT=str(server.port), NAME=DATABASE)
-        call_command("migrate", verbosity=0, database="default")
-        yield server
+        with default_connection_on(HOST="127.0.0.1", PORT=str(server.port), NAME=DATABASE):
+            yield server
     finally:
-        connection.close()
-        settings.update(shared)
-        # The content types the migration cached are the private database's rows: the next
-        # test's flush would write permissions for ids the suite's database does not have.
-        ContentType.objects.clear_cache()
         server.remove()
 
 

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from django.contrib.contenttypes.models import ContentType
-from django.core.management import call_command
 from django.db import connection
 
 from tests.chaos.outcomes import report, ride_out_outage, scaled
+from tests.helpers import default_connection_on
 from tests.processes import wait_until
 from tests.testapp import tasks
 
@@ -115,19 +114,10 @@ def private_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Privat
     server = PrivateServer(tmp_path_factory.mktemp("mariadb"))
     server.start()
     server.sql(f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4")
-    settings = connection.settings_dict
-    shared = {key: settings[key] for key in ("HOST", "PORT", "NAME")}
-    connection.close()
-    settings.update(HOST="127.0.0.1", PORT=str(server.port), NAME=DATABASE)
     try:
-        call_command("migrate", verbosity=0, database="default")
-        yield server
+        with default_connection_on(HOST="127.0.0.1", PORT=str(server.port), NAME=DATABASE):
+            yield server
     finally:
-        connection.close()
-        settings.update(shared)
-        # The content types the migration cached are the private database's rows: the next
-        # test's flush would write permissions for ids the suite's database does not have.
-        ContentType.objects.clear_cache()
         server.stop()
 
 

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from django.contrib.auth.models import User
-from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -23,6 +22,7 @@ from django.urls import reverse
 
 from django_outbox.db import reports_for
 from django_outbox.models import Job
+from tests.helpers import default_connection_on
 from tests.testapp import tasks
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
@@ -65,18 +65,10 @@ def database_without_pg_trgm() -> Iterator[str]:
         f"CREATE DATABASE {name} TEMPLATE template0",
     )
     run(name, f"ALTER SCHEMA public OWNER TO {name}")
-    shared = {key: settings[key] for key in ("NAME", "USER")}
-    connection.close()
-    settings.update(NAME=name, USER=name)
     try:
-        call_command("migrate", verbosity=0, database="default")
-        yield name
+        with default_connection_on(NAME=name, USER=name):
+            yield name
     finally:
-        connection.close()
-        settings.update(shared)
-        # The content types the migration cached are this database's rows (as after any
-        # migration on another database): the next test would read ids the suite's lack.
-        ContentType.objects.clear_cache()
         run("postgres", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"DROP ROLE {name}")
 
 
