@@ -25,6 +25,8 @@ def test_processes_share_the_jobs_run_each_once_and_exit_when_done(workers, log)
 
     assert supervisor.wait(timeout=60) == 0, supervisor.stderr
     runs = read_runs(log)
+    again = [run for run in runs if [r.job_id for r in runs].count(run.job_id) > 1]
+    assert not again, (again, supervisor.stderr)
     assert Counter(run.job_id for run in runs) == Counter({job.pk: 1 for job in jobs})
     # Two worker processes ran them, neither of them the supervisor.
     pids = {run.pid for run in runs}

@@ -156,6 +156,10 @@ class DatabaseWorkerProcessTestCase(TransactionTestCase):
                 self.assertEqual(result.status, TaskResultStatus.RUNNING)
                 self.assertNotEqual(default_task_backend.get_result(result.id).worker_ids, [])
 
+                # outbox: RUNNING from the claim on; the worker's thread starts the task a
+                # moment later, longer on a loaded machine, and a signal before that hands the
+                # task back (READY) as unstarted. The task sleeps 6 s: 1 s more is room.
+                time.sleep(1)
                 process.send_signal(sig)
 
                 # outbox: the task runs 2 s more; the worker then stops its threads.
