@@ -55,6 +55,13 @@ def still_held(jobs: Sequence[ClaimedJob], using: str) -> dict[int, bool]:
     return {job_id: requested for job_id, (requested, _expired) in held.items()}
 
 
+def deleted_jobs(job_ids: Collection[int], using: str) -> set[int]:
+    """Of ``job_ids``, those whose row is gone: deleted while they ran (from the admin, by a
+    prune of the project's own), rather than taken over by another worker."""
+    present = Job.objects.using(using).filter(pk__in=list(job_ids)).values_list("pk", flat=True)
+    return set(job_ids) - set(present)
+
+
 def cancel_was_requested(job: ClaimedJob, using: str) -> bool:
     """Whether ``job``'s attempt still holds its row and cancel() asked it to stop."""
     return still_held([job], using).get(job.id, False)

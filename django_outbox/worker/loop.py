@@ -36,6 +36,7 @@ from ..db import is_lock_error, queries_for, retry_while_locked
 from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
+from ..jobs.transitions import deleted_jobs
 from ..limits.claims import claim_limited
 from ..retry import RetryPolicy
 from ..validation.text import worker_id_error
@@ -610,6 +611,8 @@ class Worker:
                 self.stats.outcomes[outcome] += 1
                 self.activity.add(job.queue, outcome)
             self._slot_freed()
+        lost = [job.id for job in jobs if job.id not in marked and job.id not in cancelled]
+        gone = self._deleted_of(lost) if lost else set()
         for job in jobs:
             if job.id in marked:
                 report_succeeded(job)
@@ -621,8 +624,19 @@ class Worker:
                     logging.WARNING,
                     job,
                     "lease lost",
-                    "it ran, but another worker owns it now",
+                    "the job was deleted while it ran: nothing recorded"
+                    if job.id in gone
+                    else "it ran, but another worker owns it now",
                 )
+
+    def _deleted_of(self, job_ids: list[int]) -> set[int]:
+        """Which of ``job_ids`` were deleted while they ran (for the log; on the completer's
+        thread, after its write): none known if the database can't say."""
+        try:
+            return deleted_jobs(job_ids, self.using)
+        except DatabaseError:
+            connections[self.using].close()
+            return set()
 
     # Shutdown.
 

@@ -31,6 +31,7 @@ from ..jobs.context_variables import restored
 from ..jobs.transitions import (
     Failure,
     cancel_was_requested,
+    deleted_jobs,
     mark_succeeded,
     record_cancelled,
     record_failure,
@@ -270,6 +271,8 @@ def _raise_cancelled_or_lost(job: ClaimedJob, using: str, what: str) -> NoReturn
     if cancel_was_requested(job, using):
         job.mark_cancel_requested()
         raise CancelRequested
+    if deleted_jobs([job.id], using):
+        raise LeaseLostError(f"Job {job.id} was deleted while it ran: nothing recorded, {what}.")
     raise LeaseLostError(f"Job {job.id} lost its lease {what}.")
 
 

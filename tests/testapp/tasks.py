@@ -180,6 +180,33 @@ def taken_over_while_running(payload):
     )
 
 
+def _delete_from_another_connection(job_id: int) -> None:
+    """Delete the job's row as an operator in the admin would: in a transaction of its own."""
+    from django_outbox.models import Job
+
+    def delete() -> None:
+        try:
+            Job.objects.filter(pk=job_id).delete()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=delete)
+    thread.start()
+    thread.join()
+
+
+@task(atomic=False, max_attempts=3)
+def deleted_while_running(payload):
+    """Return after the job's row was deleted."""
+    _delete_from_another_connection(current_job().id)
+
+
+@task(max_attempts=3)
+def atomic_deleted_while_running(payload):
+    """Return, in the job's transaction, after the job's row was deleted from another one."""
+    _delete_from_another_connection(current_job().id)
+
+
 @task(max_attempts=3)
 def waits_for_test_without_writing(payload):
     """Like waits_for_test (atomic) but writing nothing: on SQLite it holds no write lock while

@@ -1,8 +1,10 @@
 """Leases: claims hold jobs for a while, heartbeats extend them, and stale owners are fenced."""
 
 import datetime
+import logging
 import threading
 import uuid
+from collections import Counter
 
 import pytest
 from django.utils import timezone
@@ -306,3 +308,24 @@ def test_a_worker_takes_back_a_job_whose_outcome_it_failed_to_record(settings, m
     assert failures == [job.pk]
     assert row.status in (JobStatus.RETRYING, JobStatus.READY, JobStatus.SUCCEEDED), row.status
     assert "Lease expired" in row.errors[0]["error"], row.errors
+
+
+@pytest.mark.parametrize(
+    "task",
+    [tasks.deleted_while_running, tasks.atomic_deleted_while_running],
+    ids=["non-atomic", "atomic"],
+)
+def test_a_job_deleted_while_it_ran_is_logged_as_deleted_not_as_taken_over(task, caplog):
+    """An operator deleted the running job (the admin's delete): the worker records nothing,
+    and its log says what happened rather than blame another worker."""
+    job = task.enqueue({})
+    with caplog.at_level(logging.WARNING, logger="django_outbox"):
+        stats = run_worker()
+    assert stats.outcomes == Counter({Outcome.LEASE_LOST: 1})
+    assert not Job.objects.filter(pk=job.pk).exists()
+    warnings = [
+        record.getMessage() for record in caplog.records if "lease lost" in record.getMessage()
+    ]
+    assert len(warnings) == 1, caplog.text
+    assert "was deleted while it ran" in warnings[0]
+    assert "another worker" not in warnings[0]
