@@ -38,7 +38,7 @@ from django_outbox.models import Message
 from django_outbox.relay.brokers import Broker, Outcome, close_brokers
 from django_outbox.relay.loop import Relay
 
-from .relay_publishers import publish_steadily
+from .relay_publishers import publish_steadily, relay_until_stopped
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -219,13 +219,7 @@ def relay_rate(name: str, count: int, batch: int, keys: int | None) -> float:
         publish(topic, payload)
         _wait_for(relay, 1, thread)
         # Then the backlog, committed at once, and drained from its commit on.
-        with transaction.atomic(using=get_settings().database):
-            if keys is None:
-                for start in range(0, count, 1000):
-                    publish_many(topic, [payload] * min(1000, count - start))
-            else:
-                for key in range(keys):
-                    publish_many(topic, [payload] * (count // keys), key=f"order-{key}")
+        commit_backlog(topic, count, keys)
         started = time.perf_counter()
         relay.wake()
         _wait_for(relay, 1 + count, thread)
@@ -235,6 +229,57 @@ def relay_rate(name: str, count: int, batch: int, keys: int | None) -> float:
         close_brokers()
         assert not Message.objects.exists()
         return (relay.stats.sent - 1) / elapsed
+
+
+def commit_backlog(topic: str, count: int, keys: int | None) -> None:
+    """``count`` messages in one transaction: without keys, or spread over ``keys`` keys."""
+    payload = {"order_id": 12345, "total": "99.90", "note": "x" * 100}
+    with transaction.atomic(using=get_settings().database):
+        if keys is None:
+            for start in range(0, count, 1000):
+                publish_many(topic, [payload] * min(1000, count - start))
+        else:
+            for key in range(keys):
+                publish_many(topic, [payload] * (count // keys), key=f"order-{key}")
+
+
+def relay_processes_rate(
+    name: str, count: int, batch: int, keys: int | None, processes: int
+) -> float:
+    """Messages per second ``processes`` relays drain together, each in a process of its own
+    (as ``run_outbox_worker --relay-only --processes N`` runs them): from the backlog's commit
+    to its last message deleted. One process's relay shares one interpreter between decoding
+    its claims and encoding the broker's requests; more processes share the work."""
+    _backend, _options, topic = BROKERS[name]
+    spawn = multiprocessing.get_context("spawn")
+    stop = spawn.Event()
+    ready = [spawn.Event() for _ in range(processes)]
+    with override_settings(OUTBOX=_settings(name, batch=batch)):
+        fresh_table()
+        children = [
+            spawn.Process(target=relay_until_stopped, args=(name, batch, stop, event))
+            for event in ready
+        ]
+        for child in children:
+            child.start()
+        try:
+            for event in ready:
+                if not event.wait(60):
+                    raise RuntimeError("a relay process did not start in 60 s")
+            commit_backlog(topic, count, keys)
+            started = time.perf_counter()
+            pending = Message.objects.all()
+            while pending.exists():
+                if any(child.exitcode not in (None, 0) for child in children):
+                    raise RuntimeError("a relay process failed")
+                time.sleep(0.005)
+            elapsed = time.perf_counter() - started
+        finally:
+            stop.set()
+            for child in children:
+                child.join(30)
+        close_brokers()
+    return count / elapsed
 
 
 def _wait_for(relay: Relay, sent: int, thread: threading.Thread) -> None:
@@ -349,9 +394,14 @@ def run_relay_bench(
     latency_publishers: int,
     idle_seconds: float,
     log: Callable[[str], None],
+    relay_processes: int = 1,
 ) -> dict[str, Any]:
     vendor = connections[get_settings().database].vendor
-    results: dict[str, Any] = {"database": vendor, "brokers": {}}
+    results: dict[str, Any] = {
+        "database": vendor,
+        "brokers": {},
+        "relay_processes": relay_processes,
+    }
     for name in brokers:
         with destination(name):
             figures: dict[str, Any] = {}
@@ -365,6 +415,13 @@ def run_relay_bench(
             log(f"{name}: relay {keys} keys {figures['relay_keyed']:,.0f}/s")
         figures["ratio_keyless"] = figures["relay_keyless"] / figures["floor"]
         figures["ratio_keyed"] = figures["relay_keyed"] / figures["floor"]
+        if relay_processes > 1:
+            for keyed, label in ((None, "keyless"), (keys, "keyed")):
+                with destination(name):
+                    rate = relay_processes_rate(name, messages, batch, keyed, relay_processes)
+                figures[f"relays_{label}"] = rate
+                figures[f"ratio_relays_{label}"] = rate / figures["floor"]
+                log(f"{name}: {relay_processes} relay processes, {label} {rate:,.0f}/s")
         if latency_seconds > 0:
             with destination(name):
                 figures["latency"] = latency(
@@ -393,6 +450,14 @@ def format_relay_table(results: dict[str, Any]) -> str:
             f"{latency_figures.get('p99_ms', 0):>7.1f} {latency_figures.get('max_ms', 0):>7.1f} "
             f"{latency_figures.get('achieved_rate', 0):>6,.0f}"
         )
+    processes = results.get("relay_processes", 1)
+    for name, figures in results["brokers"].items():
+        if "relays_keyless" in figures:
+            lines.append(
+                f"{name}: {processes} relay processes: keyless {figures['relays_keyless']:,.0f}/s "
+                f"({figures['ratio_relays_keyless']:.2f} of the floor), keyed "
+                f"{figures['relays_keyed']:,.0f}/s ({figures['ratio_relays_keyed']:.2f})"
+            )
     if "idle_statements_per_second" in results:
         lines.append(f"idle relay: {results['idle_statements_per_second']:.2f} statements/s")
     return "\n".join(lines)

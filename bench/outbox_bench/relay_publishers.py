@@ -1,4 +1,5 @@
-"""The latency bench's publishers, in a process of their own (``relay.latency`` spawns it).
+"""The relay bench's processes: the latency's publishers (``relay.latency`` spawns them), and
+relays of their own (``relay.relay_processes_rate``).
 
 A module apart from ``relay``: a spawned process imports its target's module before it can set
 Django up, and ``relay`` imports models.
@@ -54,3 +55,33 @@ def publish_steadily(
         for thread in threads:
             thread.join()
     results.put(committed)
+
+
+def relay_until_stopped(name: str, batch: int, stop: Any, ready: Any) -> None:
+    """Run a relay of broker ``name`` in this process until ``stop`` is set; set ``ready``
+    once it runs, connected to the broker."""
+    import django
+
+    django.setup()
+    from django.test import override_settings
+
+    from django_outbox.relay.brokers import broker_named
+    from django_outbox.relay.loop import Relay
+
+    from .relay import BROKERS, _envelopes, _settings
+
+    with override_settings(OUTBOX=_settings(name, batch=batch)):
+        relay = Relay(housekeeping=False)
+
+        def connected_then_run() -> None:
+            # The relay's adapter is its thread's: connected here, in that thread, by one
+            # message of its own (a relay connects once in its life, not per backlog).
+            broker_named("default").publish(_envelopes(BROKERS[name][2], 1, None))
+            ready.set()
+            relay.run()
+
+        thread = threading.Thread(target=connected_then_run, daemon=True)
+        thread.start()
+        stop.wait()
+        relay.request_stop()
+        thread.join(30)

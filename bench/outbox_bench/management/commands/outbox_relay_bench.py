@@ -26,6 +26,12 @@ class Command(BaseCommand):
         parser.add_argument("--latency-seconds", type=float, default=10.0)
         parser.add_argument("--latency-publishers", type=int, default=8)
         parser.add_argument("--idle-seconds", type=float, default=10.0)
+        parser.add_argument(
+            "--relay-processes",
+            type=int,
+            default=1,
+            help="also measure this many relay processes draining together (2 or more)",
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -43,6 +49,7 @@ class Command(BaseCommand):
             latency_publishers=options["latency_publishers"],
             idle_seconds=options["idle_seconds"],
             log=log,
+            relay_processes=options["relay_processes"],
         )
         if options["json"]:
             self.stdout.write(json.dumps(results, indent=2))
