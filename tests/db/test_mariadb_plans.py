@@ -178,3 +178,142 @@ def test_a_claim_of_a_key_behind_another_checks_the_line_by_the_key():
     )
     text = plan(sql, [10])
     assert "outbox_job_lock_line" in text, text
+
+
+def finished_rows(count: int) -> None:
+    """``count`` finished jobs, one a second back from now: every tenth failed, the others
+    succeeded; every hundredth depended on by another job. Of task always_fails and in queue
+    emails, a fifth of the failed jobs and more succeeded ones."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {TABLE}
+              (task_name, queue, payload, status, priority, attempts, max_attempts, worker_id,
+               last_error, last_traceback, errors, run_at, enqueued_at, finished_at,
+               has_dependents)
+            SELECT
+              IF(seq % 50 = 0 OR seq % 10 IN (1, 3),
+                 'tests.testapp.tasks.always_fails', 'tests.testapp.tasks.noop'),
+              IF(seq % 50 = 0 OR seq % 10 = 7, 'emails', 'default'),
+              '{{}}', IF(seq % 10 = 0, 'failed', 'succeeded'), 0, 1, 1, '',
+              IF(seq % 10 = 0, 'boom', ''), '', '[]',
+              UTC_TIMESTAMP(6) - INTERVAL seq SECOND, UTC_TIMESTAMP(6) - INTERVAL seq SECOND,
+              UTC_TIMESTAMP(6) - INTERVAL seq SECOND, seq % 100 = 0
+            FROM seq_1_to_{int(count)}
+            """
+        )
+        cursor.execute(f"ANALYZE TABLE {TABLE}")
+        cursor.fetchall()
+
+
+@pytest.fixture
+def finished_backlog() -> None:
+    """30,000 finished jobs, 3,000 of them failed, beside 5,000 ready, a few running and halted."""
+    finished_rows(30_000)
+    insert_jobs(5_000, task_name=tasks.noop.name, status=JobStatus.READY, queue="emails")
+    insert_jobs(5, task_name=tasks.noop.name, status=JobStatus.HALTED)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} SET status = 'running', lease_token = UUID(), "
+            "lease_expires_at = UTC_TIMESTAMP(6) WHERE status = 'ready' LIMIT 5"
+        )
+        cursor.execute(f"ANALYZE TABLE {TABLE}")
+        cursor.fetchall()
+
+
+@pytest.mark.usefixtures("finished_backlog")
+@pytest.mark.parametrize(
+    ("params", "index", "in_order"),
+    [
+        ({"status__exact": "ready"}, "outbox_job_pending", True),
+        ({"status__exact": "halted"}, "outbox_job_pending", True),
+        # A few rows, sorted.
+        ({"status__exact": "running"}, "outbox_job_lease", False),
+        # In the list's order (when the jobs failed), on the index of finished jobs' status.
+        ({"status__exact": "failed"}, "outbox_job_finished", True),
+        ({"status__exact": "succeeded", "o": "-7"}, "outbox_job_finished", True),
+        (
+            {"status__exact": "failed", "task_name": "tests.testapp.tasks.always_fails"},
+            "outbox_job_failed_task",
+            True,
+        ),
+        ({"status__exact": "failed", "queue": "emails"}, "outbox_job_failed_queue", True),
+    ],
+)
+def test_the_admins_lists_of_a_status_read_its_generated_columns_index(
+    admin_client, params, index, in_order
+):
+    """The page and the count of a status's list read the index that holds the status's jobs
+    (migration 0024's columns), in the list's order: no scan, no sort of the table."""
+    from django.urls import reverse
+
+    response = admin_client.get(reverse("admin:django_outbox_job_changelist"), params)
+    assert response.status_code == 200
+    listed = response.context["cl"].queryset
+    for queryset, ordered in ((listed[:51], in_order), (listed.order_by()[:10_001], False)):
+        sql, sql_params = queryset.query.sql_with_params()
+        text = plan(sql, sql_params)
+        assert_reads_index(text, index)
+        if ordered:
+            assert "filesort" not in text, text
+
+
+@pytest.mark.usefixtures("finished_backlog")
+def test_the_admins_list_of_succeeded_jobs_newest_first_reads_no_more_than_a_page(admin_client):
+    """By id, newest first: along the primary key (succeeded jobs are most of those there)."""
+    from django.urls import reverse
+
+    params = {"status__exact": "succeeded"}
+    response = admin_client.get(reverse("admin:django_outbox_job_changelist"), params)
+    assert response.status_code == 200
+    sql, sql_params = response.context["cl"].queryset[:51].query.sql_with_params()
+    ran = plan(sql, sql_params, run=True)
+    assert "SCAN" not in ran, ran
+    # Past the 5,000 newer waiting jobs, as on PostgreSQL; never through the 25,000 others.
+    assert rows_read(ran.splitlines()[0]) <= 5_200, ran
+
+
+@pytest.mark.usefixtures("finished_backlog")
+def test_the_pruners_reads_follow_the_finished_jobs_indexes_in_order():
+    from django_outbox.jobs.transitions import prune_finished
+
+    with CaptureQueriesContext(connection) as captured:
+        prune_finished("default", {"SUCCEEDED": 60, "FAILED": 60}, batch_size=10)
+    selects = [
+        query["sql"]
+        for query in captured.captured_queries
+        if query["sql"].startswith("SELECT")
+        and "ORDER BY `django_outbox_job`.`finished_at`" in query["sql"]
+    ]
+    assert len(selects) == 4, selects
+    for select, index in zip(
+        selects, ["outbox_job_finished", "outbox_job_finished_parents"] * 2, strict=True
+    ):
+        text = plan(select)
+        assert_reads_index(text, index)
+        # Oldest first, along the index: no sort of every expired job.
+        assert "filesort" not in text, text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_plain_jobs_claim_and_success_leave_the_failed_and_parents_columns_alone():
+    """What a job's way through a drain changes of migration 0024's columns: its pending status
+    (at the claim) and its finished status (at the success), nothing else, so that InnoDB
+    rewrites those two indexes' entries alone."""
+    from django_outbox.db import queries_for
+
+    job = tasks.noop.enqueue({}, queue="columns")
+    columns = "pending_status, failed_task, failed_queue, finished_status, finished_parent"
+
+    def values() -> tuple[object, ...]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {columns} FROM {TABLE} WHERE id = %s", [job.pk])
+            return tuple(cursor.fetchone())
+
+    assert values() == ("ready", None, None, None, None)
+    queries = queries_for(connection)
+    claimed = queries.claim(connection, "w1", ["columns"], 1, 60)
+    assert [claimed_job.id for claimed_job in claimed] == [job.pk]
+    assert values() == (None, None, None, None, None)
+    assert queries.mark_many_succeeded(connection, claimed) == {job.pk}
+    assert values() == (None, None, None, "succeeded", None)
