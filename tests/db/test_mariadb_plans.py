@@ -317,3 +317,17 @@ def test_a_plain_jobs_claim_and_success_leave_the_failed_and_parents_columns_alo
     assert values() == (None, None, None, None, None)
     assert queries.mark_many_succeeded(connection, claimed) == {job.pk}
     assert values() == (None, None, None, "succeeded", None)
+
+
+@pytest.mark.usefixtures("finished_backlog")
+def test_the_prune_dry_runs_counts_read_the_finished_jobs_index():
+    from django_outbox.jobs.housekeeping import prune_candidates
+
+    with CaptureQueriesContext(connection) as captured:
+        # The jobs older than about 7 hours: a sixth of them.
+        candidates = prune_candidates(25_000)
+    assert 4_400 < candidates.by_status["succeeded"] <= 4_500
+    selects = [query["sql"] for query in captured.captured_queries if "finished_at" in query["sql"]]
+    assert len(selects) == 2, selects
+    for select in selects:
+        assert_reads_index(plan(select), "outbox_job_finished(_parents)?")
