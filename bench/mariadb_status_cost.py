@@ -59,7 +59,9 @@ def server_cpu_seconds() -> float:
 def timed_statements(connection: Any, times: dict[str, list[float]]) -> Iterator[None]:
     """Add each statement's time in ms to ``times``, under its name in TIMED."""
 
-    def wrapper(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any):
+    def wrapper(
+        execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
+    ) -> Any:
         started = time.perf_counter()
         try:
             return execute(sql, params, many, context)

@@ -16,8 +16,8 @@ from django.db import models, transaction
 from django.db.models import Q
 
 from ..conf import get_settings
-from ..db.partial_indexes import in_partial_index
 from ..db import retry_while_locked
+from ..db.partial_indexes import in_partial_index
 from ..django_task_jobs import of_task
 from ..exceptions import JobNotFound, JobStateError
 from ..models import FINISHED, Job, JobStatus

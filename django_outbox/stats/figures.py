@@ -49,27 +49,29 @@ def _status_rows(jobs: Any, status: str) -> list[tuple[Any, str]]:
     them): ready and retrying jobs are in the claim indexes, fair, limited and other jobs
     apart."""
     of_status = jobs.filter(status=status)
-    # MariaDB's spelling names its generated column for the status (partial_indexes).
-    spelling = {"vendor": connections[jobs.db].vendor, "status": status}
+    # On MariaDB, the condition names the generated column of the status (partial_indexes).
+    vendor = connections[jobs.db].vendor
     if status in CLAIMABLE:
         unlimited = of_status.filter(limit_key__isnull=True)
         return [
             *(
                 (
                     unlimited.filter(fair_key__isnull=not fair),
-                    index_condition(CLAIMABLE, fair=fair, limited=False, **spelling),
+                    index_condition(
+                        CLAIMABLE, fair=fair, limited=False, vendor=vendor, status=status
+                    ),
                 )
                 for fair in (False, True)
             ),
             (
                 of_status.filter(limit_key__isnull=False),
-                index_condition(CLAIMABLE, limited=True, **spelling),
+                index_condition(CLAIMABLE, limited=True, vendor=vendor, status=status),
             ),
         ]
     if status in FINISHED:
-        return [(of_status, index_condition(FINISHED, **spelling))]
+        return [(of_status, index_condition(FINISHED, vendor=vendor, status=status))]
     # outbox_job_lease holds the running jobs, outbox_job_halted the halted ones.
-    return [(of_status, index_condition([status], **spelling))]
+    return [(of_status, index_condition([status], vendor=vendor, status=status))]
 
 
 def queue_stats(*, using: str | None = None, exact: bool = False) -> QueueStats:
