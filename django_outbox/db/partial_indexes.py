@@ -15,12 +15,12 @@ from typing import Any
 from django.db import models
 from django.db.models.expressions import RawSQL
 
-from ..models import FINISHED, PENDING, JobStatus
+from ..models import FINISHED, JobStatus
 
 #: MariaDB's and MySQL's generated columns (migration 0024): each holds a job's status when the
 #: status is one of its group's, NULL otherwise. A condition on statuses of one group names the
 #: group's column: the same rows, along the column's index.
-STATUS_COLUMNS = ((frozenset(PENDING), "pending_status"), (frozenset(FINISHED), "finished_status"))
+STATUS_COLUMNS = ((frozenset(FINISHED), "finished_status"),)
 #: The same for finished jobs that other jobs depend on (``outbox_job_finished_parents``).
 FINISHED_PARENT_COLUMN = "finished_parent"
 
@@ -42,28 +42,6 @@ def _in(column: str, statuses: Sequence[str]) -> str:
             raise ValueError(f"{status!r} is not a job status.")
     quoted = ", ".join(f"'{status}'" for status in statuses)
     return f"{column} IN ({quoted})" if len(statuses) > 1 else f"{column} = {quoted}"
-
-
-class StatusIn(RawSQL):
-    """A filter term: ``status IN ('a', 'b')`` (or ``= 'a'``), the statuses written out, on
-    MariaDB naming the generated column of their group instead (``status_column``).
-
-    Written out, not passed as parameters: a partial index serves a query only if the database
-    can tell from the query that the rows it wants are in the index, and a PostgreSQL statement
-    prepared once (psycopg's prepare_threshold) may be planned for any parameter. ``table``
-    qualifies the column (a query that joins other tables).
-    """
-
-    def __init__(self, statuses: Sequence[str], *, table: str = "") -> None:
-        self.prefix = f"{table}." if table else ""
-        self.statuses = tuple(statuses)
-        super().__init__(
-            _in(f"{self.prefix}status", statuses), [], output_field=models.BooleanField()
-        )
-
-    def as_sql(self, compiler: Any, connection: Any) -> Any:
-        column = status_column(self.statuses, connection.vendor)
-        return _in(f"{self.prefix}{column}", self.statuses), []
 
 
 def index_condition(
