@@ -17,7 +17,6 @@ from django.db.models import Q
 
 from ..conf import get_settings
 from ..db import retry_while_locked
-from ..db.partial_indexes import in_partial_index
 from ..django_task_jobs import of_task
 from ..exceptions import JobNotFound, JobStateError
 from ..models import FINISHED, Job, JobStatus
@@ -127,10 +126,6 @@ def prune_candidates(
     expired = jobs.filter(
         status__in=[status for status, key in RETAINED if retention[key] is not None],
         finished_at__lt=database_time_in(-older_than),
-    ).filter(
-        # Along the finished jobs' index, by when they finished: SQLite uses it only for a
-        # query that spells out its condition, MariaDB only for one that names its column.
-        in_partial_index(FINISHED)
     )
     by_status = dict(expired.order_by().values_list("status").annotate(models.Count("pk")))
     return PruneCandidates(

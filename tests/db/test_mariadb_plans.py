@@ -322,6 +322,29 @@ def test_a_plain_jobs_claim_and_success_leave_the_failed_and_parents_columns_alo
     assert values() == (None, None, "succeeded", None)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_plain_jobs_claim_and_success_leave_the_failed_and_parents_columns_alone():
+    """What a job's way through a drain changes of migration 0024's columns: its finished status
+    (at the success), nothing else, so that InnoDB rewrites that index's entry alone."""
+    from django_outbox.db import queries_for
+
+    job = tasks.noop.enqueue({}, queue="columns")
+    columns = "failed_task, failed_queue, finished_status, finished_parent"
+
+    def values() -> tuple[object, ...]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {columns} FROM {TABLE} WHERE id = %s", [job.pk])
+            return tuple(cursor.fetchone())
+
+    assert values() == (None, None, None, None)
+    queries = queries_for(connection)
+    claimed = queries.claim(connection, "w1", ["columns"], 1, 60)
+    assert [claimed_job.id for claimed_job in claimed] == [job.pk]
+    assert values() == (None, None, None, None)
+    assert queries.mark_many_succeeded(connection, claimed) == {job.pk}
+    assert values() == (None, None, "succeeded", None)
+
+
 @pytest.mark.usefixtures("finished_backlog")
 def test_the_prune_dry_runs_counts_read_the_finished_jobs_index():
     from django_outbox.jobs.housekeeping import prune_candidates
