@@ -199,43 +199,6 @@ class SchedulingFilter(admin.SimpleListFilter):
         return queryset if condition is None else queryset.filter(condition)
 
 
-def along_finished_index(request: HttpRequest, order: list[str]) -> list[RawSQL]:
-    """On MariaDB, the conditions that read a list of one finished status along migration 0024's
-    generated columns' indexes: ``finished_status`` (and a failed job's ``failed_task`` or
-    ``failed_queue``, when the list has that filter), which MariaDB 10.11 reads only for a query
-    that names them. None for another list.
-
-    Only for a list in ``order`` when that is the indexes' (when the jobs finished, then the id,
-    both the same way): a list the database must sort after reading such an index may come back
-    empty on MariaDB 10.11.19 (tests/admin/test_list.py's pages by key found it); other lists
-    read the (status, id) index, as before.
-    """
-    status = listed_status(request)
-    # Each column once: Django names the default order again after the one asked for.
-    keys = dict.fromkeys(
-        (field.lstrip("-").replace("pk", "id"), field[:1] == "-") for field in order
-    )
-    if status not in FINISHED or [name for name, _ in keys] not in (
-        ["finished_at"],
-        ["finished_at", "id"],
-    ):
-        return []
-    if len({descending for _, descending in keys}) > 1:
-        return []
-    from ..models import Job
-
-    table = Job._meta.db_table
-    conditions = [RawSQL(f"{table}.finished_status = %s", [status], output_field=BooleanField())]
-    if status == JobStatus.FAILED:
-        for parameter, column in (("queue", "failed_queue"), ("task_name", "failed_task")):
-            value = request.GET.get(parameter)
-            if value is None or (column == "failed_task" and TaskFilter._is_django_task(value)):
-                continue
-            condition = RawSQL(f"{table}.{column} = %s", [value], output_field=BooleanField())
-            conditions.append(condition)
-    return conditions
-
-
 def listed_status(request: HttpRequest) -> str | None:
     """The one status the list is filtered by (``?status__exact=failed``), or None."""
     return status_of(request.GET.getlist("status__exact"))

@@ -433,12 +433,12 @@ def prune_finished(
         # (partial_indexes): without the spelled-out condition SQLite scanned and sorted the
         # table for every batch, and the second read walked every expired job on both.
         deleted += _prune_batch(
-            expired.filter(has_dependents=False).filter(in_partial_index(FINISHED, status=status)),
+            expired.filter(has_dependents=False).filter(in_partial_index(FINISHED)),
             using,
             batch_size,
         )
         deleted += _prune_batch(
-            expired.filter(in_partial_index(FINISHED, parents=True, status=status)),
+            expired.filter(in_partial_index(FINISHED, parents=True)),
             using,
             batch_size,
             keep_waited_on=True,

@@ -49,29 +49,25 @@ def _status_rows(jobs: Any, status: str) -> list[tuple[Any, str]]:
     them): ready and retrying jobs are in the claim indexes, fair, limited and other jobs
     apart."""
     of_status = jobs.filter(status=status)
-    # On MariaDB, the condition names the generated column of the status (partial_indexes).
-    vendor = connections[jobs.db].vendor
     if status in CLAIMABLE:
         unlimited = of_status.filter(limit_key__isnull=True)
         return [
             *(
                 (
                     unlimited.filter(fair_key__isnull=not fair),
-                    index_condition(
-                        CLAIMABLE, fair=fair, limited=False, vendor=vendor, status=status
-                    ),
+                    index_condition(CLAIMABLE, fair=fair, limited=False),
                 )
                 for fair in (False, True)
             ),
             (
                 of_status.filter(limit_key__isnull=False),
-                index_condition(CLAIMABLE, limited=True, vendor=vendor, status=status),
+                index_condition(CLAIMABLE, limited=True),
             ),
         ]
     if status in FINISHED:
-        return [(of_status, index_condition(FINISHED, vendor=vendor, status=status))]
+        return [(of_status, index_condition(FINISHED))]
     # outbox_job_lease holds the running jobs, outbox_job_halted the halted ones.
-    return [(of_status, index_condition([status], vendor=vendor, status=status))]
+    return [(of_status, index_condition([status]))]
 
 
 def queue_stats(*, using: str | None = None, exact: bool = False) -> QueueStats:
@@ -141,7 +137,7 @@ def processing_time_stats(
     rows = rows_of(
         jobs,
         f"{duration} AS duration",
-        index=index_condition(FINISHED, vendor=connection.vendor, status=JobStatus.SUCCEEDED),
+        index=index_condition(FINISHED),
         since=since,
         exact=exact,
     )
@@ -179,11 +175,7 @@ def retry_stats(
     for status in FINISHED:
         of_status = jobs.filter(status=status)
         rows = rows_of(
-            of_status,
-            "queue, attempts",
-            index=index_condition(FINISHED, vendor=connections[jobs.db].vendor, status=status),
-            since=since,
-            exact=exact,
+            of_status, "queue, attempts", index=index_condition(FINISHED), since=since, exact=exact
         )
         first_attempt = "1" if status == JobStatus.SUCCEEDED else "0"
         by_queue = _fetch(

@@ -52,18 +52,9 @@ MARIADB_INDEXES = {
     "outbox_job_claim_any": ["plain_lane", "priority", "run_at", "id"],
     "outbox_job_lease": ["status", "lease_expires_at"],
 }
-#: MariaDB: the indexes of jobs of some statuses, led by the generated column (migration 0024)
-#: that holds the jobs of those statuses alone.
-MARIADB_STATUS_INDEXES = {
-    "outbox_job_failed_task": ["failed_task", "finished_at", "id"],
-    "outbox_job_failed_queue": ["failed_queue", "finished_at", "id"],
-    "outbox_job_finished": ["finished_status", "finished_at", "id"],
-    "outbox_job_finished_parents": ["finished_parent", "finished_at"],
-}
-#: MariaDB: a model's index that another serves (the same rows, its id included).
+#: MariaDB: a model's index that another serves (the same columns, its id included).
 MARIADB_SERVED_BY = {
-    # Halted jobs by queue: the halted ones of the pending jobs' index (status, id).
-    "outbox_job_halted": "outbox_job_pending",
+    "outbox_job_halted": "outbox_job_failed_queue",
     # No partial indexes: the limited claim's candidates are found by status (the pending
     # jobs' index) and filtered, until limited jobs have a claim lane of their own.
     "outbox_job_limited_any": "outbox_job_pending",
@@ -123,47 +114,6 @@ def test_mariadb_claim_lanes_hold_claimable_jobs_alone():
     for (status, kind), values in lanes.items():
         claimable = status in ("ready", "retrying")
         assert values == (expected[kind] if claimable else (None,) * 4), (status, kind, values)
-
-
-@pytest.mark.parametrize("name", MARIADB_STATUS_INDEXES)
-def test_mariadb_status_indexes_are_led_by_their_generated_columns(name):
-    if connection.vendor != "mysql":
-        pytest.skip("the status columns stand for partial indexes on MariaDB")
-    assert table_indexes()[name]["columns"] == MARIADB_STATUS_INDEXES[name]
-
-
-def test_mariadb_status_columns_hold_their_statuses_jobs_alone():
-    """Each status column holds a value for the jobs of its partial index's condition alone
-    (NULL for every other job), so that a claim (ready to running) and a success (running to
-    succeeded) change the finished status alone of a job without dependents."""
-    if connection.vendor != "mysql":
-        pytest.skip("the status columns stand for partial indexes on MariaDB")
-    columns = "failed_task, failed_queue, finished_status, finished_parent"
-    found = {}
-    for status in ("ready", "retrying", "running", "succeeded", "failed", "halted", "cancelled"):
-        for has_dependents in (False, True):
-            job = Job.objects.create(
-                task_name="t",
-                queue="q",
-                status=status,
-                max_attempts=1,
-                has_dependents=has_dependents,
-                lease_token="00000000-0000-0000-0000-000000000001",
-                lease_expires_at="2030-01-01T00:00:00Z",
-            )
-            with connection.cursor() as cursor:
-                cursor.execute(f"SELECT {columns} FROM django_outbox_job WHERE id = %s", [job.pk])
-                found[status, has_dependents] = cursor.fetchone()
-    for (status, has_dependents), values in found.items():
-        finished = status in ("succeeded", "failed", "cancelled")
-        failed = status == "failed"
-        expected = (
-            "t" if failed else None,
-            "q" if failed else None,
-            status if finished else None,
-            status if finished and has_dependents else None,
-        )
-        assert values == expected, (status, has_dependents, values)
 
 
 @pytest.mark.parametrize("name", PARTIAL_INDEXES)
