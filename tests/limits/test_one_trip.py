@@ -180,7 +180,22 @@ def test_concurrent_claims_of_a_few_jobs_never_take_more_than_the_cap():
     assert running() == 10
 
 
-@pytest.mark.postgresql
+#: Another claim's UPDATE of the jobs ``{ids}``: running, leased for a minute.
+CLAIMED_ELSEWHERE = {
+    "postgresql": (
+        "UPDATE django_outbox_job SET status = 'running', attempts = 1, worker_id = 'other', "
+        "lease_token = gen_random_uuid(), started_at = now(), "
+        "lease_expires_at = now() + interval '1 minute' WHERE id IN ({ids})"
+    ),
+    "mysql": (
+        "UPDATE django_outbox_job SET status = 'running', attempts = 1, worker_id = 'other', "
+        "lease_token = REPLACE(UUID(), '-', ''), started_at = UTC_TIMESTAMP(6), "
+        "lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE id IN ({ids})"
+    ),
+}
+
+
+@pytest.mark.row_locks
 @override_settings(OUTBOX={"QUEUES": {"crm": {"CONCURRENCY": 100}}})
 def test_a_claim_counts_what_the_claim_holding_the_limits_lock_committed(second_connection):
     jobs = tasks.noop.using(queue="crm").enqueue_many([{}] * 120)
@@ -194,10 +209,9 @@ def test_a_claim_counts_what_the_claim_holding_the_limits_lock_committed(second_
             "FOR UPDATE"
         )
         cursor.execute(
-            "UPDATE django_outbox_job SET status = 'running', attempts = 1, worker_id = 'other', "
-            "lease_token = gen_random_uuid(), started_at = now(), "
-            "lease_expires_at = now() + interval '1 minute' WHERE id = ANY(%s)",
-            [jobs.ids[:95]],
+            CLAIMED_ELSEWHERE[connection.vendor].format(
+                ids=", ".join(str(job_id) for job_id in jobs.ids[:95])
+            )
         )
     claimed = []
 
