@@ -162,7 +162,8 @@ class DatabaseQueries:
     #: Whether a ``write_transaction`` holds the only write lock from its start (SQLite): what
     #: it reads stays true until it commits.
     one_writer: ClassVar[bool] = False
-    #: Whether ``claim_limited_in_one_trip`` can claim limited jobs in one round trip.
+    #: Whether ``claim_limited_in_one_trip`` can claim limited jobs in one short transaction
+    #: (one round trip on PostgreSQL; a few statements on SQLite and MariaDB).
     supports_limited_claim_in_one_trip: ClassVar[bool] = False
     #: The driver's placeholder in the SQL ``execute`` runs, and the database's clock as the
     #: claim compares ``run_at`` with it (for statements shared by both databases).
@@ -288,7 +289,8 @@ class DatabaseQueries:
         lease_seconds: float,
         excluded_queues: Sequence[str] = (),
     ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
-        """Claim, in one round trip and one transaction of its own, the first ``limit``
+        """Claim, in one transaction of its own (one round trip where the database can send its
+        statements at once; ``limited_steps`` serves the others), the first ``limit``
         limited jobs ``limited_candidates`` would return whose ``limits`` (every whole limit
         declared; their rows exist) all have room for ``limit`` jobs with half their cap and
         bucket to spare, counted under the limits' row locks, and take their tokens; return

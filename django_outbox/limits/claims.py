@@ -3,8 +3,8 @@
 Each claim first reads, without locks, the jobs running under each limit (status running,
 lease not expired: a dead worker's job holds its place until its lease expires, no longer)
 and the limits paused or short of tokens; what is used up is held back in the claim's SQL, so
-that a capped key's backlog does not hide the jobs behind it. Then one of two ways (on
-PostgreSQL, first a claim in one round trip: ``_claim_in_one_trip``, below):
+that a capped key's backlog does not hide the jobs behind it. Then one of two ways (first,
+outside a transaction of the caller's, the one-trip claim: ``_claim_in_one_trip``, below):
 
 - **A batch**, where limits are far from their end (a drain under limits it does not
   reach): the first runnable jobs are claimed as a plain claim would (concurrent claims pass
@@ -22,10 +22,14 @@ PostgreSQL, first a claim in one round trip: ``_claim_in_one_trip``, below):
   again under the locks, choose candidates in order while each of their limits has room and
   a token, claim them by id, and take one token per job from each of its buckets.
 
-On PostgreSQL a claim first tries **one round trip** (``claim_limited_in_one_trip``): the
-whole tasks' and queues' rows locked, then, in a statement of its own whose snapshot follows
-the locks, the running jobs counted, the jobs of limits with room for the whole claim with half
-to spare claimed and their tokens taken. Jobs of the other limits (near their end, per-key,
+A claim first tries the **one-trip claim** (``claim_limited_in_one_trip``): the whole tasks'
+and queues' rows locked, then, in a statement of its own whose snapshot follows the locks,
+the running jobs counted, the jobs of limits with room for the whole claim with half to spare
+claimed and their tokens taken: one round trip on PostgreSQL; on SQLite and MariaDB, a few
+statements in one short transaction (``db.limited_steps``: SQLite's write lock, taken at
+BEGIN, stands for the rows' locks), with nothing but those statements run while the locks
+are held. The batch serves claims inside a transaction of the caller's and while the
+one-trip claim rests. Jobs of the other limits (near their end, per-key,
 paused keys) are left to the careful claim when it comes back short; once only those hold
 jobs, claims go the careful way alone for a while (``_one_trip_resumes``).
 
@@ -154,7 +158,7 @@ def claim_limited(
 
 
 def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
-    """Claim in one round trip the jobs of limits with room to spare; the others' carefully,
+    """Claim in one trip the jobs of limits with room to spare; the others' carefully,
     if that claim came back short."""
     connection = connections[using]
     queries = queries_for(connection)

@@ -1,6 +1,7 @@
-"""PostgreSQL's limited claim in one round trip, where every limit has room to spare: the
-limits' rows locked first, the running jobs counted under the locks, the jobs claimed and
-their tokens taken, in one transaction sent at once. Limits near their end, paused keys and
+"""The limited claim of limits with room to spare, in one transaction: the limits' rows
+locked first, the running jobs counted under the locks, the jobs claimed and their tokens
+taken. One round trip on PostgreSQL (sent at once); a few statements elsewhere, nothing but
+them while the locks (SQLite's write lock) are held. Limits near their end, paused keys and
 missing rows are left to the careful claim."""
 
 import datetime
@@ -18,7 +19,40 @@ from django_outbox.limits.pauses import pause
 from django_outbox.models import Job, JobStatus, LimitState
 from tests.testapp import tasks
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgresql]
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: What the one-trip claim sends, by database: PostgreSQL's one round trip; SQLite's BEGIN
+#: IMMEDIATE (the write lock stands for the rows' locks), the read, the claim, the tokens,
+#: COMMIT; MariaDB's START TRANSACTION, the wholes' rows locked, the read, the jobs picked and
+#: claimed, the tokens, COMMIT.
+ONE_TRIP_STATEMENTS = {
+    "postgresql": ["FOR UPDATE"],
+    "sqlite": [
+        "BEGIN IMMEDIATE",
+        "task_name, queue, NULL",
+        "UPDATE django_outbox_job",
+        "tokens = CASE id",
+        "COMMIT",
+    ],
+    "mysql": [
+        "START TRANSACTION",
+        "FOR UPDATE",
+        "task_name, queue, NULL",
+        "FOR UPDATE SKIP LOCKED",
+        "UPDATE django_outbox_job",
+        "tokens = CASE id",
+        "COMMIT",
+    ],
+}
+#: What tells a one-trip claim's statements apart from the careful claim's.
+ONE_TRIP_MARK = (
+    "clock_timestamp()" if connection.vendor == "postgresql" else "task_name, queue, NULL"
+)
+
+
+def one_trip(captured):
+    return any(ONE_TRIP_MARK in query["sql"] for query in captured.captured_queries)
+
 
 ROOMY = {"QUEUES": {"crm": {"CONCURRENCY": 1000, "RATE_LIMIT": "100000/s"}}}
 
@@ -38,8 +72,10 @@ def test_under_limits_with_room_a_claim_is_one_round_trip_and_takes_its_tokens()
     claim(count=1)  # Creates the limits' rows: once per process.
     with CaptureQueriesContext(connection) as captured:
         first = claim()
-    assert len(captured.captured_queries) == 1
-    assert "FOR UPDATE" in captured.captured_queries[0]["sql"]
+    sent = [query["sql"] for query in captured.captured_queries]
+    expected = ONE_TRIP_STATEMENTS[connection.vendor]
+    assert len(sent) == len(expected)
+    assert all(part in sql for part, sql in zip(expected, sent, strict=True))
     assert len(first.jobs) == 50
     assert not first.held_back
     second = claim(worker="other")
@@ -144,6 +180,22 @@ def test_concurrent_claims_of_a_few_jobs_never_take_more_than_the_cap():
     assert running() == 10
 
 
+#: Another claim's UPDATE of the jobs ``{ids}``: running, leased for a minute.
+CLAIMED_ELSEWHERE = {
+    "postgresql": (
+        "UPDATE django_outbox_job SET status = 'running', attempts = 1, worker_id = 'other', "
+        "lease_token = gen_random_uuid(), started_at = now(), "
+        "lease_expires_at = now() + interval '1 minute' WHERE id IN ({ids})"
+    ),
+    "mysql": (
+        "UPDATE django_outbox_job SET status = 'running', attempts = 1, worker_id = 'other', "
+        "lease_token = REPLACE(UUID(), '-', ''), started_at = UTC_TIMESTAMP(6), "
+        "lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE id IN ({ids})"
+    ),
+}
+
+
+@pytest.mark.row_locks
 @override_settings(OUTBOX={"QUEUES": {"crm": {"CONCURRENCY": 100}}})
 def test_a_claim_counts_what_the_claim_holding_the_limits_lock_committed(second_connection):
     jobs = tasks.noop.using(queue="crm").enqueue_many([{}] * 120)
@@ -157,10 +209,9 @@ def test_a_claim_counts_what_the_claim_holding_the_limits_lock_committed(second_
             "FOR UPDATE"
         )
         cursor.execute(
-            "UPDATE django_outbox_job SET status = 'running', attempts = 1, worker_id = 'other', "
-            "lease_token = gen_random_uuid(), started_at = now(), "
-            "lease_expires_at = now() + interval '1 minute' WHERE id = ANY(%s)",
-            [jobs.ids[:95]],
+            CLAIMED_ELSEWHERE[connection.vendor].format(
+                ids=", ".join(str(job_id) for job_id in jobs.ids[:95])
+            )
         )
     claimed = []
 
@@ -194,9 +245,6 @@ def test_once_only_limits_at_work_hold_jobs_the_one_trip_claim_rests_for_a_while
     with CaptureQueriesContext(connection) as next_claim:
         assert claim(count=8).jobs == []
 
-    def one_trip(captured):
-        return any("clock_timestamp()" in query["sql"] for query in captured.captured_queries)
-
     # A claim that found the cap full rests the one-trip claim: the next claims (at every
     # completion, while the cap is full) go the careful way alone.
     assert one_trip(full)
@@ -217,8 +265,10 @@ def test_a_batch_with_room_while_the_one_trip_claim_rests_brings_it_back():
     assert "default" not in claims._one_trip_resumes
     with CaptureQueriesContext(connection) as captured:
         assert len(claim(count=5).jobs) == 5
-    statements = [query["sql"] for query in captured.captured_queries]
-    # One round trip (after the rows this process had not seen yet are created).
-    # (Sent as one simple query, "BEGIN;...;COMMIT", where statements are not prepared.)
-    assert "clock_timestamp()" in statements[-1]
-    assert not any("FOR UPDATE" in sql for sql in statements[:-1])
+    assert one_trip(captured)
+    if connection.vendor == "postgresql":
+        # One round trip (after the rows this process had not seen yet are created).
+        # (Sent as one simple query, "BEGIN;...;COMMIT", where statements are not prepared.)
+        statements = [query["sql"] for query in captured.captured_queries]
+        assert "clock_timestamp()" in statements[-1]
+        assert not any("FOR UPDATE" in sql for sql in statements[:-1])

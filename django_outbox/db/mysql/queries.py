@@ -36,7 +36,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ...claimed import ClaimedJob
-from ...models import CLAIMABLE, Job, JobDependency, JobStatus
+from ...models import CLAIMABLE, Job, JobDependency, JobStatus, LimitState
 from ..base import (
     ClaimKind,
     DatabaseQueries,
@@ -45,9 +45,11 @@ from ..base import (
     InsertedJobs,
     LimitedCandidate,
     Result,
+    WholeLimit,
 )
 from ..fair_rounds import rounds_params, served_round
 from ..limited import limited_candidates_sql
+from ..limited_steps import read_room, spend_tokens
 from ..rows import CLAIM_ORDER, CLAIMS, DEPENDENCY_CONDITION, and_terms, queue_conditions
 
 TABLE = Job._meta.db_table
@@ -73,6 +75,20 @@ ENQUEUE_LOCK_SLOTS = 4096
 PICKED_COLUMNS = (
     "id, task_name, queue, payload, attempts, max_attempts, priority, resume_data, context"
 )
+
+
+#: What the limited candidates' SQL reads, and what the limited claim in one transaction reads
+#: instead: what a claim reads, and the limit key.
+LIMITED_CANDIDATE_COLUMNS = "SELECT id, task_name, queue, limit_key FROM"
+LIMITED_PICKED_COLUMNS = f"SELECT {PICKED_COLUMNS}, limit_key FROM"
+#: The rows of whole tasks' and queues' limits, locked in the order every limited claim locks
+#: them (``limits.state._lock``): no two claims wait for each other.
+LOCK_WHOLES_SQL = f"""
+SELECT id FROM {LimitState._meta.db_table}
+WHERE `key` = '' AND ({{wholes}})
+ORDER BY kind, name, `key`
+FOR UPDATE
+"""
 
 
 def in_lane(lane: int) -> str:
@@ -251,6 +267,7 @@ class MySQLQueries(DatabaseQueries):
     clock: ClassVar[str] = NOW
     # UNIX_TIMESTAMP() reads NOW() in the session's time zone: the epoch, whatever it is.
     clock_seconds: ClassVar[str] = "UNIX_TIMESTAMP(NOW(6))"
+    supports_limited_claim_in_one_trip: ClassVar[bool] = True
 
     def _execute(self, connection: BaseDatabaseWrapper, sql: str, params: Any) -> Result:
         # Django's cursor: mysqlclient has no server-side prepared statements to gain from.
@@ -358,30 +375,64 @@ FOR UPDATE SKIP LOCKED
         tokens: dict[int, uuid.UUID] = {}
         try:
             with self._short_transaction(connection):
-                _, rows = self.execute(connection, pick_sql, params)
-                if not rows:
-                    return []
-                tokens = {row[0]: uuid.uuid4() for row in rows}
-                ids = ", ".join(str(int(job_id)) for job_id in tokens)
-                update = CLAIM_UPDATE_SQL.format(
-                    tokens=" ".join(["WHEN %s THEN %s"] * len(tokens)), ids=ids
+                rows, tokens = self._update_picked(
+                    connection, pick_sql, params, worker_id, lease_seconds
                 )
-                update_params: list[Any] = []
-                for job_id, token in tokens.items():
-                    update_params += [job_id, self._token_value(connection, token)]
-                update_params += [round(lease_seconds * 1_000_000), worker_id]
-                self.execute(connection, update, update_params)
         except DatabaseError:
-            # The connection may have died after the server committed and before its answer
-            # came (a killed connection, a restart): the jobs would then run under this
-            # worker's id with no thread to run them, and a live worker's jobs are not taken
-            # back. The tokens are this claim's own: look for them on a new connection.
-            if not tokens or connection.in_atomic_block:
+            committed = self._rows_committed(connection, rows, tokens)
+            if committed is None:
                 raise
-            claimed = self._committed_claim(connection, tokens)
-            if claimed is None:
-                raise
-            rows = [row for row in rows if row[0] in claimed]
+            rows = committed
+        return self._jobs_of(rows, tokens, worker_id)
+
+    def _update_picked(
+        self,
+        connection: BaseDatabaseWrapper,
+        pick_sql: str,
+        params: Any,
+        worker_id: str,
+        lease_seconds: float,
+    ) -> tuple[list[Any], dict[int, uuid.UUID]]:
+        """In the caller's transaction, lock the rows ``pick_sql`` reads (``PICKED_COLUMNS``
+        first) and claim them by primary key; return the rows and their lease tokens."""
+        _, rows = self.execute(connection, pick_sql, params)
+        if not rows:
+            return [], {}
+        tokens = {row[0]: uuid.uuid4() for row in rows}
+        ids = ", ".join(str(int(job_id)) for job_id in tokens)
+        update = CLAIM_UPDATE_SQL.format(
+            tokens=" ".join(["WHEN %s THEN %s"] * len(tokens)), ids=ids
+        )
+        update_params: list[Any] = []
+        for job_id, token in tokens.items():
+            update_params += [job_id, self._token_value(connection, token)]
+        update_params += [round(lease_seconds * 1_000_000), worker_id]
+        self.execute(connection, update, update_params)
+        return rows, tokens
+
+    def _rows_committed(
+        self, connection: BaseDatabaseWrapper, rows: list[Any], tokens: dict[int, uuid.UUID]
+    ) -> list[Any] | None:
+        """Of a claim's ``rows``, those whose claim committed, its transaction having failed;
+        None where that cannot be told (the caller raises the error).
+
+        The connection may have died after the server committed and before its answer came (a
+        killed connection, a restart): the jobs would then run under this worker's id with no
+        thread to run them, and a live worker's jobs are not taken back. The tokens are this
+        claim's own: look for them on a new connection.
+        """
+        if not tokens or connection.in_atomic_block:
+            return None
+        claimed = self._committed_claim(connection, tokens)
+        if claimed is None:
+            return None
+        return [row for row in rows if row[0] in claimed]
+
+    def _jobs_of(
+        self, rows: list[Any], tokens: dict[int, uuid.UUID], worker_id: str
+    ) -> list[ClaimedJob]:
+        """The jobs of a claim's ``rows`` (``PICKED_COLUMNS`` first), highest priority first,
+        then oldest."""
         jobs = []
         for (
             job_id,
@@ -393,6 +444,7 @@ FOR UPDATE SKIP LOCKED
             priority,
             resumed,
             context,
+            *_,
         ) in rows:
             jobs.append(
                 ClaimedJob(
@@ -472,6 +524,57 @@ FOR UPDATE SKIP LOCKED
         keys = {job_id: limit_key for job_id, _task_name, _queue, limit_key in rows}
         jobs = self.claim_chosen(connection, worker_id, list(keys), lease_seconds)
         return [(job, keys[job.id]) for job in jobs]
+
+    def claim_limited_in_one_trip(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limits: Sequence[WholeLimit],
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
+        """Seven round trips (``limited_steps``): START TRANSACTION, the wholes' rows locked,
+        the read under the locks, the jobs picked (rows other claimers hold skipped) and
+        claimed by primary key, the tokens' UPDATE, COMMIT: the plain claim's four, and
+        three."""
+        rows: list[Any] = []
+        tokens: dict[int, uuid.UUID] = {}
+        short = False
+        try:
+            with self._short_transaction(connection):
+                if limits:
+                    self.execute(
+                        connection,
+                        LOCK_WHOLES_SQL.format(
+                            wholes=" OR ".join(["(kind = %s AND name = %s)"] * len(limits))
+                        ),
+                        [value for whole in limits for value in (whole.kind, whole.name)],
+                    )
+                room = read_room(self, connection)
+                passed_over = room.held_back(limits, limit, held_back)
+                if passed_over is None:
+                    return [], True
+                held, short = passed_over
+                sql, params = self._limited_candidates_sql(
+                    queues, paused_retries, held, limit, excluded_queues
+                )
+                pick = sql.replace(LIMITED_CANDIDATE_COLUMNS, LIMITED_PICKED_COLUMNS, 1)
+                rows, tokens = self._update_picked(
+                    connection, f"{pick}FOR UPDATE SKIP LOCKED\n", params, worker_id, lease_seconds
+                )
+                # PICKED_COLUMNS (id, task_name, queue, ...), then limit_key.
+                spend_tokens(self, connection, room, limits, ((row[1], row[2]) for row in rows))
+        except DatabaseError:
+            committed = self._rows_committed(connection, rows, tokens)
+            if committed is None:
+                raise
+            rows = committed
+        keys = {row[0]: row[-1] for row in rows}
+        return [(job, keys[job.id]) for job in self._jobs_of(rows, tokens, worker_id)], short
 
     def _limited_candidates_sql(
         self,

@@ -21,8 +21,17 @@ from django.utils import timezone
 
 from ...claimed import ClaimedJob
 from ...models import CLAIMABLE, Job, JobStatus
-from ..base import ClaimKind, DatabaseQueries, HeldBack, InsertedJobs, LimitedCandidate, Result
+from ..base import (
+    ClaimKind,
+    DatabaseQueries,
+    HeldBack,
+    InsertedJobs,
+    LimitedCandidate,
+    Result,
+    WholeLimit,
+)
 from ..limited import limited_candidates, limited_candidates_sql
+from ..limited_steps import read_room, spend_tokens
 from ..rows import CLAIM_COLUMNS, CLAIM_ORDER, CLAIMS, and_terms, claimed_jobs, queue_conditions
 
 TABLE = Job._meta.db_table
@@ -106,6 +115,7 @@ _wal_databases: set[str] = set()
 class SQLiteQueries(DatabaseQueries):
     vendor: ClassVar[str] = "sqlite"
     one_writer: ClassVar[bool] = True
+    supports_limited_claim_in_one_trip: ClassVar[bool] = True
     placeholder: ClassVar[str] = "?"
     due_by: ClassVar[str] = DUE_BY
     clock: ClassVar[str] = NOW
@@ -187,6 +197,30 @@ class SQLiteQueries(DatabaseQueries):
         lease_seconds: float,
         excluded_queues: Sequence[str] = (),
     ) -> list[tuple[ClaimedJob, str]]:
+        rows = self._claim_limited_rows(
+            connection,
+            worker_id,
+            queues,
+            paused_retries,
+            held_back,
+            limit,
+            lease_seconds,
+            excluded_queues,
+        )
+        return _with_keys(rows, worker_id)
+
+    def _claim_limited_rows(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str],
+    ) -> list[Any]:
+        """``claim_limited_batch``'s rows as the claim returns them: limit key first."""
         candidates, params = limited_candidates_sql(
             self.placeholder,
             self.due_by,
@@ -204,9 +238,44 @@ class SQLiteQueries(DatabaseQueries):
         _, rows = self.execute(
             connection, sql, [f"+{lease_seconds:.3f} seconds", worker_id, *params, limit]
         )
-        jobs = claimed_jobs((row[1:] for row in rows), worker_id)
-        keys = {row[1]: row[0] for row in rows}
-        return [(job, keys[job.id]) for job in jobs]
+        return rows
+
+    def claim_limited_in_one_trip(
+        self,
+        connection: BaseDatabaseWrapper,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        paused_retries: Sequence[str],
+        held_back: HeldBack,
+        limits: Sequence[WholeLimit],
+        limit: int,
+        lease_seconds: float,
+        excluded_queues: Sequence[str] = (),
+    ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
+        """Four statements (``limited_steps``): BEGIN IMMEDIATE, the read, the claim, the
+        tokens' UPDATE; then COMMIT. The write lock, taken at BEGIN, stands for the limits'
+        row locks; nothing but the statements runs while it is held (the claimed jobs are
+        built after the commit)."""
+        rows: list[Any] = []
+        with self.write_transaction(connection):
+            room = read_room(self, connection)
+            passed_over = room.held_back(limits, limit, held_back)
+            if passed_over is None:
+                return [], True
+            held, short = passed_over
+            rows = self._claim_limited_rows(
+                connection,
+                worker_id,
+                queues,
+                paused_retries,
+                held,
+                limit,
+                lease_seconds,
+                excluded_queues,
+            )
+            # RETURNING limit_key, then CLAIM_COLUMNS: id, task_name, queue, ...
+            spend_tokens(self, connection, room, limits, ((row[2], row[3]) for row in rows))
+        return _with_keys(rows, worker_id), short
 
     def limited_candidates(
         self,
@@ -311,6 +380,13 @@ class SQLiteQueries(DatabaseQueries):
         the whole busy timeout inside SQLite."""
         with self.lock_wait(connection, CLAIM_LOCK_WAIT_SECONDS):
             yield
+
+
+def _with_keys(rows: Sequence[Any], worker_id: str) -> list[tuple[ClaimedJob, str]]:
+    """The jobs of a limited claim's rows (limit key first), each with its limit key."""
+    jobs = claimed_jobs((row[1:] for row in rows), worker_id)
+    keys = {row[1]: row[0] for row in rows}
+    return [(job, keys[job.id]) for job in jobs]
 
 
 queries = SQLiteQueries()
