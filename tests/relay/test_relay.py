@@ -214,6 +214,51 @@ def test_a_message_behind_its_keys_unrecorded_last_one_is_sent_without_waiting_a
     assert not thread.is_alive()
 
 
+@pytest.mark.postgresql
+def test_a_message_committed_before_the_listener_listens_is_sent_once_it_does(monkeypatch):
+    """The relay's first look ran before its listener's LISTEN, and a message committed in
+    between (its NOTIFY heard by no one): the listener's first LISTEN wakes the relay to look
+    again, rather than leave the message to the idle relay's next look, seconds away."""
+    from django_outbox.db.postgresql.queries import PostgreSQLQueries
+    from django_outbox.relay import loop
+
+    listening = threading.Event()
+    claims: list[int] = []
+    listen = PostgreSQLQueries.listen
+    claim = loop.Relay._claim
+
+    def late_listen(self, *args, **kwargs):
+        listening.wait(10)
+        return listen(self, *args, **kwargs)
+
+    def counted_claim(self, **options):
+        batch = claim(self, **options)
+        claims.append(len(batch.messages) if batch else 0)
+        return batch
+
+    monkeypatch.setattr(PostgreSQLQueries, "listen", late_listen)
+    monkeypatch.setattr(loop.Relay, "_claim", counted_claim)
+    relay = Relay(poll_seconds=30, housekeeping=False)
+    thread = threading.Thread(target=relay.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not claims and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert claims == [0]
+        publish("orders", {"n": 1})
+        listening.set()
+        while not memory.sent_messages("default") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Within seconds, not the 30 s poll.
+        assert sent_payloads() == [{"n": 1}]
+    finally:
+        listening.set()
+        relay.request_stop()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
 class OneAtATime(memory.InMemoryBroker):
     """An adapter that does not keep a key's order within a batch: it records its calls."""
 

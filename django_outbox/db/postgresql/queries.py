@@ -799,8 +799,10 @@ class PostgreSQLQueries(DatabaseQueries):
                 listener.execute(f"LISTEN {channel}")
                 if errors.failing:
                     errors.succeeded()
-                    # Jobs enqueued while not listening were missed: look once.
-                    on_enqueue("")
+                # What committed before LISTEN was missed: look once. At the start too: the
+                # loop's first look may have run before the listener was connected, and an
+                # idle relay's next look is seconds away.
+                on_enqueue("")
                 while not stop.is_set():
                     for notification in listener.notifies(timeout=0.5):
                         on_enqueue(notification.payload)
