@@ -79,6 +79,20 @@ class WholeLimit:
 
 
 @dataclass(frozen=True)
+class LimitedAsk:
+    """What a limited claim asks for: up to ``count`` limited jobs of ``queues`` (all but
+    ``excluded_queues``; retrying ones of ``paused_retries`` left out), leased for
+    ``lease_seconds`` to ``worker_id``."""
+
+    worker_id: str
+    queues: Sequence[str] | None
+    count: int
+    lease_seconds: float
+    paused_retries: Sequence[str] = ()
+    excluded_queues: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
 class HeldBack:
     """Limited jobs a claim passes over: those of the tasks and queues in ``tasks`` and
     ``queues`` (a limit of the whole is used up or paused), and of the (name, key) pairs in
@@ -264,35 +278,27 @@ class DatabaseQueries:
     def claim_limited_batch(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> list[tuple[ClaimedJob, str]]:
-        """Claim the first ``limit`` limited jobs ``limited_candidates`` would return, as they
-        are, their limits left for the caller to check under their locks; return each with
-        its limit key. Concurrent claimers pass over each other's jobs."""
+        """Claim what ``ask`` asks for: the first limited jobs ``limited_candidates`` would
+        return but those ``held_back`` names, as they are, their limits left for the caller to
+        check under their locks; return each with its limit key. Concurrent claimers pass over
+        each other's jobs."""
         raise NotImplementedError
 
     def claim_limited_in_one_trip(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
         limits: Sequence[WholeLimit],
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
         """Claim, in one transaction of its own (one round trip where the database can send its
-        statements at once; ``limited_steps`` serves the others), the first ``limit``
-        limited jobs ``limited_candidates`` would return whose ``limits`` (every whole limit
-        declared; their rows exist) all have room for ``limit`` jobs with half their cap and
+        statements at once; ``limited_steps`` serves the others), what ``ask`` asks for: the
+        first limited jobs ``limited_candidates`` would return (but those ``held_back`` names)
+        whose ``limits`` (every whole limit declared; their rows exist) all have room for
+        ``ask.count`` jobs with half their cap and
         bucket to spare, counted under the limits' row locks, and take their tokens; return
         each job with its limit key, and whether some limits had less room (their jobs were
         passed over). Only where ``supports_limited_claim_in_one_trip``."""

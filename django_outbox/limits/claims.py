@@ -52,7 +52,7 @@ from django.db import connections
 
 from ..claimed import ClaimedJob
 from ..db import queries_for
-from ..db.base import HeldBack, LimitedCandidate, WholeLimit
+from ..db.base import HeldBack, LimitedAsk, LimitedCandidate, WholeLimit
 from ..models import LimitState
 from .buckets import seconds_until_token
 from .declared import (
@@ -104,20 +104,6 @@ class LimitedClaim:
             self.wait_at_most(other.retry_in)
 
 
-@dataclass(frozen=True)
-class _Ask:
-    """What a claim asks for: up to ``count`` limited jobs of ``queues`` (all but
-    ``excluded_queues``; retrying ones of ``paused_retries`` left out), leased for
-    ``lease_seconds`` to ``worker_id``."""
-
-    worker_id: str
-    queues: Sequence[str] | None
-    count: int
-    lease_seconds: float
-    paused_retries: Sequence[str]
-    excluded_queues: Sequence[str]
-
-
 class _Overdrawn(Exception):
     """A batch, counted under its limits' locks, went past one of them."""
 
@@ -134,7 +120,7 @@ def claim_limited(
 ) -> LimitedClaim:
     """Claim up to ``count`` limited jobs of ``queues`` (all but ``excluded_queues``) that
     every limit allows now."""
-    ask = _Ask(worker_id, queues, count, lease_seconds, paused_retries, excluded_queues)
+    ask = LimitedAsk(worker_id, queues, count, lease_seconds, paused_retries, excluded_queues)
     connection = connections[using]
     queries = queries_for(connection)
     if (
@@ -157,7 +143,7 @@ def claim_limited(
     return claim
 
 
-def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
+def _claim_in_one_trip(using: str, ask: LimitedAsk) -> LimitedClaim:
     """Claim in one trip the jobs of limits with room to spare; the others' carefully,
     if that claim came back short."""
     connection = connections[using]
@@ -166,17 +152,7 @@ def _claim_in_one_trip(using: str, ask: _Ask) -> LimitedClaim:
     # Rows missing from the database count as limits without room: the careful claim then
     # creates them.
     create_missing_rows(using, {Scope(limit.kind, limit.name) for limit in wholes})
-    claimed, short = queries.claim_limited_in_one_trip(
-        connection,
-        ask.worker_id,
-        ask.queues,
-        ask.paused_retries,
-        keyed,
-        wholes,
-        ask.count,
-        ask.lease_seconds,
-        ask.excluded_queues,
-    )
+    claimed, short = queries.claim_limited_in_one_trip(connection, ask, keyed, wholes)
     claim = LimitedClaim(jobs=[job for job, _ in claimed])
     if (short or keyed != HeldBack()) and len(claim.jobs) < ask.count:
         rest = dataclasses.replace(ask, count=ask.count - len(claim.jobs))
@@ -236,7 +212,7 @@ def _wholes_and_keyed() -> tuple[list[WholeLimit], HeldBack]:
     return wholes, HeldBack(tasks=frozenset(keyed[TASK]), queues=frozenset(keyed[QUEUE]))
 
 
-def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
+def _claim_batch(using: str, ask: LimitedAsk, claim: LimitedClaim) -> bool:
     """Claim a batch into ``claim`` within the limits with room for all of it (raise
     ``_Overdrawn`` if concurrent claims took that room); return whether limits with less
     room held jobs back from it."""
@@ -256,16 +232,7 @@ def _claim_batch(using: str, ask: _Ask, claim: LimitedClaim) -> bool:
         buckets = Buckets(first.rows, first.now)
         held_back = _held_back(first.use, buckets, claim)
         short = _short_of_room(ask.count, first.use, buckets)
-    claimed = queries.claim_limited_batch(
-        connection,
-        ask.worker_id,
-        ask.queues,
-        ask.paused_retries,
-        held_back | short,
-        ask.count,
-        ask.lease_seconds,
-        ask.excluded_queues,
-    )
+    claimed = queries.claim_limited_batch(connection, ask, held_back | short)
     if claimed:
         jobs = [job for job, _ in claimed]
         limits = _limits_by_job((job.id, job.task_name, job.queue, key) for job, key in claimed)
@@ -393,7 +360,7 @@ def _check(
             raise _Overdrawn
 
 
-def _claim_carefully(using: str, ask: _Ask) -> LimitedClaim:
+def _claim_carefully(using: str, ask: LimitedAsk) -> LimitedClaim:
     """Claim, one job at a time under the locks of their limits, what every limit allows."""
     connection = connections[using]
     queries = queries_for(connection)
@@ -404,7 +371,7 @@ def _claim_carefully(using: str, ask: _Ask) -> LimitedClaim:
     return claim
 
 
-def _claim_each(using: str, ask: _Ask, claim: LimitedClaim, first: LimitsRead) -> None:
+def _claim_each(using: str, ask: LimitedAsk, claim: LimitedClaim, first: LimitsRead) -> None:
     """The careful claim's steps, in the caller's transaction, after its ``first`` read."""
     connection = connections[using]
     queries = queries_for(connection)

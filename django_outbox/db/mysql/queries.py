@@ -43,6 +43,7 @@ from ..base import (
     Heartbeat,
     HeldBack,
     InsertedJobs,
+    LimitedAsk,
     LimitedCandidate,
     Result,
     WholeLimit,
@@ -508,34 +509,24 @@ FOR UPDATE SKIP LOCKED
     def claim_limited_batch(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> list[tuple[ClaimedJob, str]]:
         sql, params = self._limited_candidates_sql(
-            queues, paused_retries, held_back, limit, excluded_queues
+            ask.queues, ask.paused_retries, held_back, ask.count, ask.excluded_queues
         )
         # Locked, rows other claimers hold skipped: concurrent batches take different jobs.
         _, rows = self.execute(connection, f"{sql}FOR UPDATE SKIP LOCKED\n", params)
         keys = {job_id: limit_key for job_id, _task_name, _queue, limit_key in rows}
-        jobs = self.claim_chosen(connection, worker_id, list(keys), lease_seconds)
+        jobs = self.claim_chosen(connection, ask.worker_id, list(keys), ask.lease_seconds)
         return [(job, keys[job.id]) for job in jobs]
 
     def claim_limited_in_one_trip(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
         limits: Sequence[WholeLimit],
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
         """Seven round trips (``limited_steps``): START TRANSACTION, the wholes' rows locked,
         the read under the locks, the jobs picked (rows other claimers hold skipped) and
@@ -555,16 +546,20 @@ FOR UPDATE SKIP LOCKED
                         [value for whole in limits for value in (whole.kind, whole.name)],
                     )
                 room = read_room(self, connection)
-                passed_over = room.held_back(limits, limit, held_back)
+                passed_over = room.held_back(limits, ask.count, held_back)
                 if passed_over is None:
                     return [], True
                 held, short = passed_over
                 sql, params = self._limited_candidates_sql(
-                    queues, paused_retries, held, limit, excluded_queues
+                    ask.queues, ask.paused_retries, held, ask.count, ask.excluded_queues
                 )
                 pick = sql.replace(LIMITED_CANDIDATE_COLUMNS, LIMITED_PICKED_COLUMNS, 1)
                 rows, tokens = self._update_picked(
-                    connection, f"{pick}FOR UPDATE SKIP LOCKED\n", params, worker_id, lease_seconds
+                    connection,
+                    f"{pick}FOR UPDATE SKIP LOCKED\n",
+                    params,
+                    ask.worker_id,
+                    ask.lease_seconds,
                 )
                 # PICKED_COLUMNS (id, task_name, queue, ...), then limit_key.
                 spend_tokens(self, connection, room, limits, ((row[1], row[2]) for row in rows))
@@ -574,7 +569,8 @@ FOR UPDATE SKIP LOCKED
                 raise
             rows = committed
         keys = {row[0]: row[-1] for row in rows}
-        return [(job, keys[job.id]) for job in self._jobs_of(rows, tokens, worker_id)], short
+        jobs = self._jobs_of(rows, tokens, ask.worker_id)
+        return [(job, keys[job.id]) for job in jobs], short
 
     def _limited_candidates_sql(
         self,

@@ -24,6 +24,7 @@ from ..base import (
     Heartbeat,
     HeldBack,
     InsertedJobs,
+    LimitedAsk,
     LimitedCandidate,
     Result,
     WholeLimit,
@@ -512,45 +513,35 @@ class PostgreSQLQueries(DatabaseQueries):
     def claim_limited_batch(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> list[tuple[ClaimedJob, str]]:
         self._set_up_for_bookkeeping(connection)
         candidates, params = limited_candidates_sql(
             self.placeholder,
             self.due_by,
-            queues,
-            paused_retries,
+            ask.queues,
+            ask.paused_retries,
             held_back,
-            limit,
-            excluded_queues,
+            ask.count,
+            ask.excluded_queues,
         )
         sql = limited_batch_sql(candidates)
-        params = [*params, lease_seconds, worker_id]
+        params = [*params, ask.lease_seconds, ask.worker_id]
         # The statement's text changes with the limits held back: planned with the names at
         # hand then, kept (prepared) while none are, as in a drain under limits not reached.
         execute = self.execute_replanned if held_back != HeldBack() else self.execute
         _, rows = execute(connection, sql, params)
-        jobs = claimed_jobs((row[1:] for row in rows), worker_id)
+        jobs = claimed_jobs((row[1:] for row in rows), ask.worker_id)
         keys = {row[1]: row[0] for row in rows}
         return [(job, keys[job.id]) for job in jobs]
 
     def claim_limited_in_one_trip(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
         limits: Sequence[WholeLimit],
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
         # Both statements at once on a connection outside any transaction: its own.
         assert not connection.in_atomic_block
@@ -558,20 +549,26 @@ class PostgreSQLQueries(DatabaseQueries):
         candidates, candidate_params = limited_candidates_sql(
             self.placeholder,
             self.due_by,
-            queues,
-            paused_retries,
+            ask.queues,
+            ask.paused_retries,
             held_back,
-            limit,
-            excluded_queues,
+            ask.count,
+            ask.excluded_queues,
             conditions_added=one_trip.WITH_ROOM,
         )
         statements = one_trip.claim_in_one_trip_sql(
-            CLAIM_PICKED_SQL, candidates, candidate_params, limits, limit, lease_seconds, worker_id
+            CLAIM_PICKED_SQL,
+            candidates,
+            candidate_params,
+            limits,
+            ask.count,
+            ask.lease_seconds,
+            ask.worker_id,
         )
         _, rows = self.execute_pipelined(connection, statements)
         short = bool(rows[0][0])
         claimed = [row for row in rows if row[1] is not None]
-        jobs = claimed_jobs((row[2:] for row in claimed), worker_id)
+        jobs = claimed_jobs((row[2:] for row in claimed), ask.worker_id)
         keys = {row[2]: row[1] for row in claimed}
         return [(job, keys[job.id]) for job in jobs], short
 

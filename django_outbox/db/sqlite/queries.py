@@ -26,6 +26,7 @@ from ..base import (
     DatabaseQueries,
     HeldBack,
     InsertedJobs,
+    LimitedAsk,
     LimitedCandidate,
     Result,
     WholeLimit,
@@ -189,46 +190,23 @@ class SQLiteQueries(DatabaseQueries):
     def claim_limited_batch(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> list[tuple[ClaimedJob, str]]:
-        rows = self._claim_limited_rows(
-            connection,
-            worker_id,
-            queues,
-            paused_retries,
-            held_back,
-            limit,
-            lease_seconds,
-            excluded_queues,
-        )
-        return _with_keys(rows, worker_id)
+        return _with_keys(self._claim_limited_rows(connection, ask, held_back), ask.worker_id)
 
     def _claim_limited_rows(
-        self,
-        connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
-        held_back: HeldBack,
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str],
+        self, connection: BaseDatabaseWrapper, ask: LimitedAsk, held_back: HeldBack
     ) -> list[Any]:
         """``claim_limited_batch``'s rows as the claim returns them: limit key first."""
         candidates, params = limited_candidates_sql(
             self.placeholder,
             self.due_by,
-            queues,
-            paused_retries,
+            ask.queues,
+            ask.paused_retries,
             held_back,
-            limit,
-            excluded_queues,
+            ask.count,
+            ask.excluded_queues,
         )
         # One statement: the write lock (this transaction's, from BEGIN) keeps every other
         # claim out until it commits.
@@ -236,21 +214,18 @@ class SQLiteQueries(DatabaseQueries):
             queue_filter="", pick=f"\n      AND id IN (SELECT id FROM ({candidates}))", order="id"
         ).replace("RETURNING ", "RETURNING limit_key, ", 1)
         _, rows = self.execute(
-            connection, sql, [f"+{lease_seconds:.3f} seconds", worker_id, *params, limit]
+            connection,
+            sql,
+            [f"+{ask.lease_seconds:.3f} seconds", ask.worker_id, *params, ask.count],
         )
         return rows
 
     def claim_limited_in_one_trip(
         self,
         connection: BaseDatabaseWrapper,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        paused_retries: Sequence[str],
+        ask: LimitedAsk,
         held_back: HeldBack,
         limits: Sequence[WholeLimit],
-        limit: int,
-        lease_seconds: float,
-        excluded_queues: Sequence[str] = (),
     ) -> tuple[list[tuple[ClaimedJob, str]], bool]:
         """Four statements (``limited_steps``): BEGIN IMMEDIATE, the read, the claim, the
         tokens' UPDATE; then COMMIT. The write lock, taken at BEGIN, stands for the limits'
@@ -259,23 +234,14 @@ class SQLiteQueries(DatabaseQueries):
         rows: list[Any] = []
         with self.write_transaction(connection):
             room = read_room(self, connection)
-            passed_over = room.held_back(limits, limit, held_back)
+            passed_over = room.held_back(limits, ask.count, held_back)
             if passed_over is None:
                 return [], True
             held, short = passed_over
-            rows = self._claim_limited_rows(
-                connection,
-                worker_id,
-                queues,
-                paused_retries,
-                held,
-                limit,
-                lease_seconds,
-                excluded_queues,
-            )
+            rows = self._claim_limited_rows(connection, ask, held)
             # RETURNING limit_key, then CLAIM_COLUMNS: id, task_name, queue, ...
             spend_tokens(self, connection, room, limits, ((row[2], row[3]) for row in rows))
-        return _with_keys(rows, worker_id), short
+        return _with_keys(rows, ask.worker_id), short
 
     def limited_candidates(
         self,
