@@ -173,7 +173,10 @@ class Run(NamedTuple):
 def read_runs(log: Path) -> list[Run]:
     if not log.exists():
         return []
-    return [Run(*map(int, line.split())) for line in log.read_text().splitlines()]
+    text = log.read_text()
+    # A line still being written (read while a worker appends it) is the last, unfinished one.
+    whole = text[: text.rfind("\n") + 1]
+    return [Run(*map(int, line.split())) for line in whole.splitlines()]
 
 
 def runs_per_job(log: Path) -> Counter[int]:

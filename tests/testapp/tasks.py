@@ -96,7 +96,11 @@ def record_run(payload):
 def _wait_for_processes(log: Path, count: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        pids = {line.split()[2] for line in log.read_text().splitlines() if line.strip()}
+        # Whole lines only: the last may be read half-written by another process (its run
+        # then failed with an IndexError here, and ran again: a job "run twice" in a full
+        # suite), as tests.processes.read_runs reads them.
+        text = log.read_text()
+        pids = {line.split()[2] for line in text[: text.rfind("\n") + 1].splitlines()}
         if len(pids) >= count:
             return
         time.sleep(0.05)

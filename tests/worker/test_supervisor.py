@@ -21,13 +21,7 @@ def test_processes_share_the_jobs_run_each_once_and_exit_when_done(workers, log)
     # The first jobs wait until both processes have run one: on a loaded machine the first
     # process to start could otherwise drain all 300 before the second one claims any.
     jobs = enqueue_many(record_run, [{"log": str(log), "until_processes": 2} for _ in range(300)])
-    # The default lease, not the suite's 4 s: twice in full runs of the suite (5 legs side by
-    # side on 2 cores), a job ran a second attempt in the other process, which a heartbeat
-    # late by 3 s explains; leases have tests of their own. A rerun is still reported, with
-    # the workers' log, should another cause show.
-    supervisor = workers(
-        "--processes", "2", "--concurrency", "2", "--burst", OUTBOX_TEST_LEASE_SECONDS="60"
-    )
+    supervisor = workers("--processes", "2", "--concurrency", "2", "--burst")
 
     assert supervisor.wait(timeout=60) == 0, supervisor.stderr
     runs = read_runs(log)
