@@ -444,33 +444,27 @@ class TestPlansAtScale:
         response = admin_client.get(reverse(CHANGELIST) + cl.next_page_query)
         assert response.context["cl"].result_list[0].pk not in {job.pk for job in cl.result_list}
 
-    def test_a_queue_of_a_few_old_jobs_is_read_along_its_own_index(self, admin_client):
-        """Its list and count read (queue, id), not the table from the newest job back."""
+    @pytest.mark.parametrize(
+        ("field", "value", "index"),
+        [("queue", "rare", "outbox_job_queue"), ("task_name", "shop.renamed", "outbox_job_task")],
+        ids=["queue", "task"],
+    )
+    def test_a_queue_or_task_of_a_few_old_jobs_is_read_along_its_own_index(
+        self, admin_client, field, value, index
+    ):
+        """Its list and count read (queue, id) or (task_name, id), not the table from the
+        newest job back."""
         old = [make_succeeded(tasks.noop.enqueue()) for _ in range(3)]
-        Job.objects.filter(pk__in=[job.pk for job in old]).update(queue="rare")
+        Job.objects.filter(pk__in=[job.pk for job in old]).update(**{field: value})
         load_finished_jobs(60_000)
-        cl = changelist(admin_client, {"queue": "rare"})
+        cl = changelist(admin_client, {field: value})
         assert {job.pk for job in cl.result_list} == {job.pk for job in old}
         assert str(cl.result_count) == "3"
         for queryset in (cl.queryset[: JobAdmin.list_per_page + 1], cl.queryset.order_by()):
             nodes = plan_nodes(queryset)
             kinds = [kind for kind, _ in nodes]
             assert "Seq Scan" not in kinds, nodes
-            assert "outbox_job_queue" in [name for _, name in nodes], nodes
-
-    def test_a_task_of_a_few_old_jobs_is_read_along_its_own_index(self, admin_client):
-        """Its list and count read (task_name, id), not the table from the newest job back."""
-        old = [make_succeeded(tasks.noop.enqueue()) for _ in range(3)]
-        Job.objects.filter(pk__in=[job.pk for job in old]).update(task_name="shop.renamed")
-        load_finished_jobs(60_000)
-        cl = changelist(admin_client, {"task_name": "shop.renamed"})
-        assert {job.pk for job in cl.result_list} == {job.pk for job in old}
-        assert str(cl.result_count) == "3"
-        for queryset in (cl.queryset[: JobAdmin.list_per_page + 1], cl.queryset.order_by()):
-            nodes = plan_nodes(queryset)
-            kinds = [kind for kind, _ in nodes]
-            assert "Seq Scan" not in kinds, nodes
-            assert "outbox_job_task" in [name for _, name in nodes], nodes
+            assert index in [name for _, name in nodes], nodes
 
     def test_an_error_search_that_matches_nothing_reads_the_trigram_index(
         self, admin_client, monkeypatch
