@@ -98,8 +98,8 @@ def measure_state(enqueue_jobs: int, jobs: int, clients: tuple[int, ...]) -> dic
         figures[f"enqueue_{count}_per_s"] = rates["enqueue"]
         figures[f"enqueue_{count}_cost_vs_create"] = rates["create"] / rates["enqueue"]
     with measure.running_workers(2, 8, 100) as workers:
-        rate, cpu = measure.drain_with_cpu(workers, jobs, bench_tasks.noop)
-    figures["drain_per_s"] = rate
+        drained, cpu = measure.drain_with_cpu(workers, jobs, bench_tasks.noop)
+    figures["drain_per_s"] = drained.per_s
     figures["drain_cpu_us_per_job"] = cpu
     measure.delete_bench_jobs()
     return figures

@@ -143,14 +143,7 @@ class Workers:
 
     def cpu_seconds(self) -> float:
         """CPU seconds (user and system) the worker processes have used so far (Linux)."""
-        ticks = 0
-        for pid in self.supervisor.pids:
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
-                # Fields after the command's closing parenthesis, from the state (field 3):
-                # utime and stime are fields 14 and 15.
-                fields = stat.read().rsplit(")", 1)[1].split()
-                ticks += int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return _cpu_seconds(self.supervisor.pids)
 
     def peak_rss_mb(self) -> list[float]:
         """Each worker process's peak resident memory so far (Linux), in MB."""
@@ -287,6 +280,30 @@ def drain(
     The times are the database's (started_at, finished_at), so the bench's own polling for the
     end does not blur them.
     """
+    return drain_measured(
+        count, task, fair_keys=fair_keys, interleaved=interleaved, timeout=timeout
+    ).per_s
+
+
+@dataclass(frozen=True)
+class Drained:
+    """A drain's rate, and the whole machine's CPU while it ran (None where no /proc/stat):
+    the cores' busy seconds, every process's (workers, database, bench), and idle ones."""
+
+    per_s: float
+    machine_busy_seconds: float | None
+    machine_idle_seconds: float | None
+
+
+def drain_measured(
+    count: int,
+    task: Task,
+    *,
+    fair_keys: int = 0,
+    interleaved: bool = False,
+    timeout: float = 600,
+) -> Drained:
+    """``drain``, with the machine's CPU from the enqueue's commit to the last job's end."""
     jobs = bench_jobs()
     delete_jobs_of(QUEUE)
     # Before the first drain too: with autovacuum off, the first drain of a run inherited the
@@ -294,7 +311,9 @@ def drain(
     # the next one's rate (3,118 against 25,969 jobs/s on a quiet machine).
     vacuum()
     enqueue_in_one_transaction(count, task, fair_keys, interleaved=interleaved)
+    before = machine_cpu_seconds()
     wait_until_finished(time.monotonic() + timeout)
+    after = machine_cpu_seconds()
     span = jobs.aggregate(first=Min("started_at"), last=Max("finished_at"))
     failed = jobs.failed().count()
     if failed:
@@ -307,14 +326,30 @@ def drain(
         if written != count:
             raise RuntimeError(f"{count} atomic jobs succeeded but {written} wrote their row.")
     seconds: float = (span["last"] - span["first"]).total_seconds()
-    return count / max(seconds, 1e-6)
+    busy = idle = None
+    if before is not None and after is not None:
+        busy, idle = after[0] - before[0], after[1] - before[1]
+    return Drained(count / max(seconds, 1e-6), busy, idle)
 
 
-def drain_with_cpu(workers: Workers, count: int, task: Task) -> tuple[float, float]:
-    """``drain`` (jobs/s), and the worker processes' CPU microseconds per job while it ran."""
+def machine_cpu_seconds() -> tuple[float, float] | None:
+    """Seconds all cores have been busy, and idle, since boot (Linux's /proc/stat)."""
+    try:
+        with open("/proc/stat") as stat:
+            line = stat.readline()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...
+    ticks = [int(value) for value in line.split()[1:9]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK"), idle / os.sysconf("SC_CLK_TCK")
+
+
+def drain_with_cpu(workers: Workers, count: int, task: Task) -> tuple[Drained, float]:
+    """``drain_measured``, and the worker processes' CPU microseconds per job meanwhile."""
     before = workers.cpu_seconds()
-    rate = drain(count, task)
-    return rate, (workers.cpu_seconds() - before) / count * 1e6
+    drained = drain_measured(count, task)
+    return drained, (workers.cpu_seconds() - before) / count * 1e6
 
 
 def bare_floors(count: int, processes: int, threads: int) -> tuple[BareFloor, BareFloor]:
