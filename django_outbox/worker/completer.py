@@ -26,6 +26,9 @@ logger = logging.getLogger(__name__)
 #: What the job's history says of an attempt whose cancel request beat its success mark.
 CANCELLED_AFTER_RETURN = "The handler had returned (atomic=False): its effects stand."
 
+#: The first wait before rows another transaction locked are tried again (it doubles).
+FIRST_LOCKED_ROWS_RETRY_SECONDS = 0.005
+
 #: Called with each recorded batch, the ids in it marked succeeded, and those recorded as
 #: cancelled (cancel() was requested before the mark); the others' leases were lost.
 OnRecorded = Callable[[list[ClaimedJob], set[int], set[int]], None]
@@ -56,8 +59,10 @@ class Completer:
         self.history_limit = history_limit
         self.worker_id = worker_id
         # Set when the last batch left jobs whose rows another transaction locked: they are
-        # tried again after ``retry_seconds``, not every few milliseconds.
+        # tried again soon, then less and less often while they stay locked
+        # (``_locked_rows_retry_in``).
         self._rows_locked = False
+        self._locked_rows_wait = 0.0
         self._pending: list[ClaimedJob] = []
         self._lock = threading.Lock()
         self._has_work = threading.Event()
@@ -103,7 +108,7 @@ class Completer:
                     connection.close()
                     self._stopping.wait(self._errors.failed(error))
                 elif self._rows_locked:
-                    self._stopping.wait(self.retry_seconds)
+                    self._stopping.wait(self._locked_rows_retry_in())
         finally:
             connection.close()
 
@@ -140,6 +145,8 @@ class Completer:
             return exc
         self._errors.succeeded()
         self._rows_locked = bool(locked)
+        if not locked:
+            self._locked_rows_wait = 0.0
         if locked:
             # Still held: their leases are extended once the rows are free, and so tried here.
             with self._lock:
@@ -148,6 +155,21 @@ class Completer:
             batch = [job for job in batch if job not in locked]
         self.on_recorded(batch, marked, cancelled)
         return None
+
+    def _locked_rows_retry_in(self) -> float:
+        """How long to wait before the rows another transaction locked are tried again.
+
+        Mostly it is another worker's claim: PostgreSQL locks the newest version of each row
+        its scan meets before it finds the row no longer runnable (claimed meanwhile, by this
+        worker), and keeps the lock until the claim commits, a few milliseconds later. Their
+        jobs hold this worker's places until they are marked, so a wait of ``retry_seconds``
+        there left a worker idle with jobs waiting. An operator's open transaction may hold a
+        row for minutes: the wait doubles, up to ``retry_seconds``, while rows stay locked.
+        """
+        self._locked_rows_wait = min(
+            self.retry_seconds, max(FIRST_LOCKED_ROWS_RETRY_SECONDS, 2 * self._locked_rows_wait)
+        )
+        return self._locked_rows_wait
 
     def _not_marked(
         self, batch: list[ClaimedJob], marked: set[int]

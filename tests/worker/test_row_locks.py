@@ -118,6 +118,23 @@ def test_a_cancel_committed_before_the_completer_marks_the_job_ends_it_cancelled
     assert row.errors[-1]["error"].endswith("its effects stand.")
 
 
+def test_a_row_locked_for_a_moment_is_marked_as_soon_as_it_is_free(short_leases, worker_thread):
+    """Another worker's claim locks the rows its scan passes over (claimed meanwhile by this
+    worker) until it commits: the completer tries them again within milliseconds, not after
+    its retry interval, while their jobs hold this worker's places."""
+    job = tasks.waits_for_test_non_atomic.enqueue({})
+    worker = worker_thread(concurrency=1)
+    wait_until(lambda: len(worker.held.running()) == 1)
+    # Longer than this test waits: only a prompt retry marks the job in time.
+    worker._completer.retry_seconds = 60
+    with row_locked(job.pk):
+        tasks.handler_may_finish.set()
+        wait_until(lambda: worker._completer._rows_locked)
+        assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED)
+    assert worker.held.is_empty()
+
+
 def test_a_lease_that_ran_out_while_its_row_was_locked_is_not_taken_back(
     short_leases, worker_thread
 ):
