@@ -1,10 +1,10 @@
 """The limited claim reads along its own partial indexes, whatever else the table holds."""
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from django_outbox.db import queries_for
-from django_outbox.db.base import HeldBack
+from django_outbox.db.base import HeldBack, WholeLimit
 from django_outbox.db.limited import limited_candidates_sql
 from django_outbox.models import Job, JobStatus
 from tests.testapp import tasks
@@ -43,3 +43,45 @@ def test_the_candidates_are_read_along_a_limited_index(queues):
     assert "Seq Scan on django_outbox_job " not in plan, plan
     if connection.vendor == "sqlite":
         assert all("INDEX" in line for line in plan.splitlines() if "SCAN" in line), plan
+
+
+@pytest.mark.postgresql
+def test_the_one_trip_claim_counts_running_jobs_by_an_index_scan():
+    """Finished jobs' entries stay in outbox_job_lease until a VACUUM. An index scan marks them
+    dead the first time it meets them; a bitmap scan reads each one's row again at every
+    claim, and a sequential scan the whole table."""
+    from django_outbox.db.postgresql import limited as one_trip
+    from django_outbox.db.postgresql.queries import CLAIM_PICKED_SQL
+
+    queries = queries_for(connection)
+    tasks.capped.enqueue_many([{}] * 50)
+    old = tasks.noop.enqueue_many([{}] * 6000)
+    Job.objects.filter(pk__in=old.ids).update(status=JobStatus.SUCCEEDED)
+    # Statistics taken while a few hundred jobs ran, their leases in no order of the table's
+    # (extended by heartbeats, claimed by many workers).
+    running = tasks.noop.enqueue_many([{}] * 300)
+    assert len(queries.claim(connection, "w", [tasks.noop.queue], 300, 60.0)) == 300
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Job._meta.db_table} SET lease_expires_at = now() + random() * interval '1h'"
+            " WHERE status = 'running'"
+        )
+        cursor.execute("ANALYZE")
+    # Since then, these jobs ran and finished, as in a drain between two VACUUMs.
+    finished = tasks.noop.enqueue_many([{}] * 3000)
+    assert len(queries.claim(connection, "w", [tasks.noop.queue], 3000, 60.0)) == 3000
+    Job.objects.filter(pk__in=[*finished.ids, *running.ids]).update(status=JobStatus.SUCCEEDED)
+    candidates, candidate_params = limited_candidates_sql(
+        "%s", queries.due_by, None, [], HeldBack(), 32, conditions_added=one_trip.WITH_ROOM
+    )
+    limits = [WholeLimit("task", tasks.capped.name, 2, None, None)]
+    *settings, (claim, params) = one_trip.claim_in_one_trip_sql(
+        CLAIM_PICKED_SQL, candidates, candidate_params, limits, 32, 60.0, "w"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        for sql, each in settings:
+            cursor.execute(sql, each)
+        cursor.execute("EXPLAIN " + claim, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Scan using outbox_job_lease" in plan, plan
+    assert "Bitmap Index Scan on outbox_job_lease" not in plan, plan
