@@ -240,9 +240,9 @@ def _atomic(
     figure("bare_django_cpu_us_per_job", "us").runs.append(bare.cpu_us_per_job)
     figure("handler_alone_cpu_us_per_job", "us").runs.append(handler.cpu_us_per_job)
     figure("atomic_drain_vs_bare_django", "x").runs.append(rate / bare.per_s)
-    # The queue's share as issue 29 defines it: beyond the bare-Django loop, which runs the
-    # job row's UPDATE through the ORM; and, stricter, beyond the handler's INSERT alone, so
-    # counting the success mark as the queue's.
+    # The queue's share as its target defines it: beyond the bare-Django loop (the handler's
+    # code alone, with the job row's UPDATE through the ORM); and, stricter, beyond the
+    # handler's INSERT alone, so counting the success mark as the queue's.
     figure("atomic_queue_cpu_us_per_job", "us").runs.append(cpu - bare.cpu_us_per_job)
     figure("atomic_queue_and_mark_cpu_us_per_job", "us").runs.append(cpu - handler.cpu_us_per_job)
     log(
