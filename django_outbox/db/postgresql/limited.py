@@ -1,7 +1,7 @@
 """PostgreSQL: the limited claim in one round trip, where every limit has room to spare.
 
 Statements sent at once (``execute_pipelined``): one transaction, each statement with a
-snapshot of its own. After the transaction's settings, the first locks the rows of the whole
+snapshot of its own. The first sets the transaction's plans and locks the rows of the whole
 tasks' and queues' limits, in the order every limited claim locks them; the second, whose
 snapshot is taken once those locks are held (every claim that held them before has
 committed), counts the jobs running under each limit, refills each bucket, claims the first
@@ -23,25 +23,25 @@ from ..base import WholeLimit
 TABLE = Job._meta.db_table
 LIMITS_TABLE = LimitState._meta.db_table
 
-# Index scans only, for this transaction, also where the worker's connection cannot keep
-# settings of its own (behind a pooler): the count of running jobs walks outbox_job_lease,
-# whose entries of finished jobs stay until a VACUUM. A bitmap scan reads the row of each of
-# them at every claim and never marks them dead (5 ms a claim after 60,000 jobs, planned from
-# statistics taken while few jobs ran); an index scan marks them dead the first time, and
-# the claims after it skip them (0.03 ms). JIT off: a plan whose alternatives are disabled
-# costs more than its threshold, and compiling took longer than the claim.
-SETTINGS_SQL = """
-SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
-       set_config('jit', 'off', true)
-"""
-
 # Every claim locks the wholes' rows in this order (``limits.state._lock``): no two wait
-# for each other.
+# for each other. In the same statement (one statement fewer for the driver to send), the
+# settings of the claim that follows, for this transaction alone, also where the worker's
+# connection cannot keep settings of its own (behind a pooler): index scans only. The count
+# of running jobs walks outbox_job_lease, whose entries of finished jobs stay until a VACUUM:
+# a bitmap scan reads the row of each of them at every claim and never marks them dead (5 ms
+# a claim after 60,000 jobs, planned from statistics taken while few jobs ran); an index scan
+# marks them dead the first time, and the claims after it skip them (0.03 ms). JIT off: a
+# plan whose alternatives are disabled costs more than its threshold, and compiling took
+# longer than the claim.
 LOCK_SQL = f"""
-SELECT id FROM {LIMITS_TABLE}
-WHERE key = '' AND (kind, name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
-ORDER BY kind, name, key
-FOR UPDATE
+SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true),
+       ARRAY(
+           SELECT id FROM {LIMITS_TABLE}
+           WHERE key = '' AND (kind, name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+           ORDER BY kind, name, key
+           FOR UPDATE
+       )
 """
 
 # The clock is read once the locks are held (clock_timestamp(): statement_timestamp() is
@@ -162,4 +162,4 @@ def claim_in_one_trip_sql(
         lease_seconds,
         worker_id,
     ]
-    return [(SETTINGS_SQL, []), (LOCK_SQL, [kinds, names]), (claim, claim_params)]
+    return [(LOCK_SQL, [kinds, names]), (claim, claim_params)]
