@@ -145,14 +145,14 @@ class Completer:
             return exc
         self._errors.succeeded()
         self._rows_locked = bool(locked)
-        if not locked:
-            self._locked_rows_wait = 0.0
         if locked:
             # Still held: their leases are extended once the rows are free, and so tried here.
             with self._lock:
                 self._pending[:0] = locked
                 self._has_work.set()
             batch = [job for job in batch if job not in locked]
+        else:
+            self._locked_rows_wait = 0.0
         self.on_recorded(batch, marked, cancelled)
         return None
 
