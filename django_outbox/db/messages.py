@@ -81,7 +81,7 @@ def claim_messages(
     rows = _queries(connection).claim(
         connection, brokers, limit, lease_seconds, token, own=own or NO_TOKEN
     )
-    envelopes = [_envelope(row) for row in rows]
+    envelopes = _envelopes(rows)
     # By the ids' integers: compared as UUIDs, each comparison is a Python call.
     envelopes.sort(key=lambda envelope: envelope.id.int)
     return token, envelopes
@@ -110,18 +110,20 @@ def settle_claim(
     return _queries(connection).settle_claim(connection, token, broker, first, last, keep=keep)
 
 
-def _envelope(row: Sequence[Any]) -> Envelope:
-    message_id, topic, key, type_, headers, payload, broker, attempts = row
-    if not isinstance(message_id, uuid.UUID):
-        message_id = uuid.UUID(message_id)
-    return Envelope(
-        id=message_id,
-        topic=topic,
-        key=key,
-        type=type_,
-        body=payload if payload is not None else "null",
-        broker=broker,
-        # Most messages have none: no parse for those.
-        headers=json.loads(headers) if headers and headers != "{}" else {},
-        attempts=attempts,
-    )
+def _envelopes(rows: Sequence[Sequence[Any]]) -> list[Envelope]:
+    """The claimed rows as envelopes: one comprehension, positional arguments (a claim builds
+    hundreds; a call per row and keyword arguments cost more than the rest of the decoding)."""
+    return [
+        Envelope(
+            message_id if isinstance(message_id, uuid.UUID) else uuid.UUID(message_id),
+            topic,
+            key,
+            type_,
+            payload if payload is not None else "null",
+            broker,
+            # Most messages have none: no parse for those.
+            json.loads(headers) if headers and headers != "{}" else {},
+            attempts,
+        )
+        for message_id, topic, key, type_, headers, payload, broker, attempts in rows
+    ]
