@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .stop_signals import ABORT_SIGNAL, on_supervised_signals
 
 if TYPE_CHECKING:
+    from ..relay.loop import Relay
     from .loop import Worker
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ class WorkerOptions:
     cron: bool = True
     # Whether the worker runs the relay in a thread (run_outbox_worker --no-relay: not).
     relay: bool = True
+    # A relay alone in each process, no jobs (run_outbox_worker --relay-only --processes P).
+    relay_only: bool = False
     # Log warnings and errors only, whatever the project's logging says (for the bench, where a
     # line per job would be most of what it measures).
     quiet: bool = False
@@ -81,6 +84,15 @@ class WorkerOptions:
             cron=self.cron,
             relay=self.relay,
         )
+
+    def build_runner(self) -> Worker | Relay:
+        """Return what a process of these options runs: a relay alone, or a worker."""
+        if not self.relay_only:
+            return self.build_worker()
+        from ..relay.loop import Relay
+        from .loop import default_worker_id
+
+        return Relay(relay_id=self.worker_id or default_worker_id())
 
     def for_process(self, number: int) -> WorkerOptions:
         worker_id = f"{self.worker_id}-{number}" if self.worker_id else None
@@ -115,9 +127,9 @@ def configure_console_logging(level: int) -> None:
 
 
 def run_worker_process(options: WorkerOptions) -> None:
-    """The entry point of one worker process started by the supervisor."""
+    """The entry point of one worker (or relay) process started by the supervisor."""
     # Before anything slow: a stop that comes while Django starts is kept for the worker.
-    worker: Worker | None = None
+    worker: Worker | Relay | None = None
     stop_requested = threading.Event()
 
     def stop() -> None:
@@ -134,7 +146,7 @@ def run_worker_process(options: WorkerOptions) -> None:
         configure_console_logging(options.log_level)
     if options.quiet:
         logging.getLogger("django_outbox").setLevel(logging.WARNING)
-    worker = options.build_worker()
+    worker = options.build_runner()
     if stop_requested.is_set():
         worker.request_stop()
     if options.supervisor_pid is not None:

@@ -52,3 +52,26 @@ def test_two_relay_processes_publish_everything_once_keeping_each_keys_order(wor
         for relay in relays:
             assert relay.wait(15) == 0, relay.stderr
             assert "Relay relay-" in relay.stdout
+
+
+def test_relay_only_with_processes_runs_a_relay_in_each_process_under_one_supervisor(
+    workers, settings
+):
+    from tests.processes import wait_until
+
+    with broker_under_test("redis") as redis:
+        settings.OUTBOX = {**settings.OUTBOX, "BROKERS": json.loads(BROKERS)}
+        topic = redis.new_topic()
+        supervisor = workers(
+            "--relay-only", "--processes", "2", "--worker-id", "relay", OUTBOX_TEST_BROKERS=BROKERS
+        )
+        supervisor.wait_for_output("relay started relay=relay-1", timeout=60)
+        supervisor.wait_for_output("relay started relay=relay-2", timeout=60)
+        publish_many(topic, [{"n": n} for n in range(300)], key="k")
+        wait_until(lambda: not Message.objects.exists(), timeout=30, what="the relays to drain")
+        received = redis.received(topic, 300)
+        assert [r.payload["n"] for r in received] == list(range(300))
+        supervisor.send(signal.SIGTERM)
+        assert supervisor.wait(15) == 0, supervisor.stderr
+        assert "All 2 relay processes stopped." in supervisor.stdout
+        assert "relays finish the batches in flight" in supervisor.stderr

@@ -66,7 +66,8 @@ class Command(BaseCommand):
             type=processes_int,
             default=None,
             help="Worker processes, each with --concurrency threads, under one supervisor: "
-            "use them to use every core. Default: OUTBOX['PROCESSES'] (1).",
+            "use them to use every core (with --relay-only: relay processes). Default: "
+            "OUTBOX['PROCESSES'] (1).",
         )
         parser.add_argument(
             "--prefetch",
@@ -118,7 +119,8 @@ class Command(BaseCommand):
         relay.add_argument(
             "--relay-only",
             action="store_true",
-            help="Run only the relay (publish messages to brokers), no jobs.",
+            help="Run only the relay (publish messages to brokers), no jobs; with --processes, "
+            "a relay in each process.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -139,7 +141,15 @@ class Command(BaseCommand):
         log_level = {0: logging.WARNING, 1: logging.INFO}.get(options["verbosity"], logging.DEBUG)
         configure_console_logging(log_level)
         if options["relay_only"]:
-            self._relay_only(options["worker_id"])
+            if processes > 1:
+                self._supervise(
+                    WorkerOptions(
+                        worker_id=options["worker_id"], log_level=log_level, relay_only=True
+                    ),
+                    processes,
+                )
+            else:
+                self._relay_only(options["worker_id"])
             return
         worker_options = WorkerOptions(
             queues=options["queues"],
@@ -195,20 +205,22 @@ class Command(BaseCommand):
 
     def _supervise(self, worker_options: WorkerOptions, processes: int) -> None:
         supervisor = Supervisor(worker_options, processes)
+        kind = "relay" if worker_options.relay_only else "worker"
+        finishing = "the batches in flight" if worker_options.relay_only else "their running jobs"
 
         def stop(signum: signal.Signals) -> None:
             self.stderr.write(
-                f"Received {signum.name}: workers finish their running jobs; send it again to "
-                "exit at once."
+                f"Received {signum.name}: {kind}s finish {finishing}; send it again to exit "
+                "at once."
             )
             supervisor.request_stop()
 
         def abort(signum: signal.Signals) -> None:
-            self.stderr.write(f"Received {signum.name} again: workers exit at once.")
+            self.stderr.write(f"Received {signum.name} again: {kind}s exit at once.")
             supervisor.request_stop()
 
         on_stop_signals(stop, abort)
         failures = supervisor.run()
-        self.stdout.write(f"All {processes} worker processes stopped.")
+        self.stdout.write(f"All {processes} {kind} processes stopped.")
         if failures:
             raise CommandError(f"{failures} worker process exit(s) were errors; see the log.")
