@@ -645,11 +645,13 @@ class Message(models.Model):
             ),
             # The claim's check that no earlier message of a candidate's key holds it back
             # (leased, blocked, or waiting for a retry): only such messages are in it, so the
-            # check reads a few entries however long the key's backlog.
+            # check reads a few entries however long the key's backlog. By lease token before
+            # the id: the check passes over the batch its relay is sending as a range.
             models.Index(
                 F("broker"),
                 F("topic"),
                 F("key"),
+                F("lease_token"),
                 F("id"),
                 name="outbox_message_key_holds",
                 condition=Q(key__isnull=False)

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,10 +15,12 @@ from django.db import connection
 from django.test import override_settings
 
 from django_outbox import Message, MessageStatus, publish, publish_many
+from django_outbox.db.message_sql import own_binds
 from django_outbox.db.messages import claim_messages
 from django_outbox.relay import outcomes
 from django_outbox.relay.brokers import BrokerUnavailable, close_brokers, memory
 from django_outbox.relay.loop import Relay
+from tests.db.plans import mariadb_plan
 
 from .conftest import MEMORY
 
@@ -333,6 +336,76 @@ def test_a_claim_behind_the_relays_own_batch_takes_that_batchs_keys_next_message
     assert others == []
     _, behind = claim_messages(connection, ["default"], 10, 30, own=token)
     assert [json.loads(m.body) for m in behind] == [{"n": 2}]
+
+
+def test_a_claim_behind_its_own_batch_still_leaves_keys_others_hold_whatever_their_token():
+    """The key check reads the leases below and above the claiming relay's own token, and the
+    messages without a lease, as three ranges: each kind of holder still holds its key."""
+    for key in "abcd":
+        publish_many("orders", [{"key": key, "n": n} for n in range(2)], key=key)
+    own = uuid.UUID(int=1 << 127)
+    holders = {"a": uuid.UUID(int=1), "b": uuid.UUID(int=(1 << 128) - 1), "d": own}
+    for key, token in holders.items():
+        first = Message.objects.filter(key=key).order_by("id")[0]
+        Message.objects.filter(pk=first.pk).update(
+            lease_token=token, lease_expires_at=first.created_at + timedelta(hours=1)
+        )
+    blocked = Message.objects.filter(key="c").order_by("id")[0]
+    Message.objects.filter(pk=blocked.pk).update(status=MessageStatus.BLOCKED)
+    _, behind = claim_messages(connection, ["default"], 10, 30, own=own)
+    assert [(m.key, json.loads(m.body)["n"]) for m in behind] == [("d", 1)]
+
+
+def test_a_claim_behind_its_own_batch_reads_none_of_that_batchs_entries():
+    """A key with more messages waiting than a batch: the claim behind the batch that holds
+    the key's first ones passes over that batch's entries as a range, instead of reading all of
+    them for each of its candidates (500 x 500 entries a claim: 55 to 93 ms against 7 to 10)."""
+    publish_many("orders", [{"n": n} for n in range(400)], key="k")
+    own, first = claim_messages(connection, ["default"], 200, 30)
+    assert len(first) == 200
+    sql, params = _pick_of(own)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            # Each of the 200 candidates' three probes found nothing, and read nothing to
+            # throw away (before: 200 x 200 of the batch's entries, removed by the filter).
+            assert plan.count("Index Scan using outbox_message_key_holds") == 3, plan
+            assert "lease_token < " in plan, plan
+            assert "lease_token > " in plan, plan
+            lines = plan.splitlines()
+            first_subplan = next(n for n, line in enumerate(lines) if line.strip() == "SubPlan 1")
+            assert not any("Rows Removed by Filter" in line for line in lines[first_subplan:]), plan
+        elif connection.vendor == "sqlite":
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
+            for probe in ("lease_token<?", "lease_token>?", "lease_token=?"):
+                assert f"outbox_message_key_holds (broker=? AND topic=? AND key=? AND {probe}" in (
+                    plan
+                ), plan
+        else:
+            # One probe on MariaDB, whose index holds every message (see message_sql).
+            plan = mariadb_plan(cursor, sql, params)
+            probes = [line for line in plan.splitlines() if "outbox_message_key_holds" in line]
+            assert len(probes) == 1, plan
+    _, behind = claim_messages(connection, ["default"], 500, 30, own=own)
+    assert [json.loads(m.body)["n"] for m in behind] == list(range(200, 400))
+
+
+def _pick_of(own: uuid.UUID) -> tuple[str, Any]:
+    """The claim's pick behind the batch ``own``, in this database's dialect, and its params."""
+    if connection.vendor == "postgresql":
+        from django_outbox.db.postgresql.messages import _PICK
+
+        return _PICK, {"brokers": ["default"], "own": own, "limit": 500}
+    if connection.vendor == "sqlite":
+        from django_outbox.db.sqlite.messages import _pick
+
+        return _pick(1), ["default", *[own.hex] * own_binds(), 500]
+    from django_outbox.db.mysql.messages import _pick as mysql_pick
+    from django_outbox.db.mysql.messages import _token
+
+    return mysql_pick(1), ["default", _token(connection, own), 500]
 
 
 def test_a_claims_share_confirmed_in_full_is_deleted_by_its_range_and_token_only():

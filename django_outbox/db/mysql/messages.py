@@ -33,7 +33,9 @@ WHERE id IN ({{ids}}) ORDER BY id
 
 def _pick(brokers: int) -> str:
     marks = ", ".join("%s" for _ in range(brokers))
-    return candidates_sql(in_brokers=f"IN ({marks})", now=NOW, own="%s", limit="%s")
+    return candidates_sql(
+        in_brokers=f"IN ({marks})", now=NOW, own="%s", limit="%s", own_in_ranges=False
+    )
 
 
 def _token(connection: BaseDatabaseWrapper, token: uuid.UUID) -> str:
@@ -61,7 +63,9 @@ class MySQLMessageQueries(MessageQueries):
         with transaction.atomic(using=connection.alias):
             queries.serialize_enqueuers(connection, "relay:claim")
             _, picked = queries.execute(
-                connection, _pick(len(brokers)), [*brokers, _token(connection, own), limit]
+                connection,
+                _pick(len(brokers)),
+                [*brokers, _token(connection, own), limit],
             )
             if not picked:
                 return []

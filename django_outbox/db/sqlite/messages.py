@@ -9,7 +9,14 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import queries_for
-from ..message_sql import NO_TOKEN, SQLITE_NOW, TABLE, MessageQueries, candidates_sql
+from ..message_sql import (
+    NO_TOKEN,
+    SQLITE_NOW,
+    TABLE,
+    MessageQueries,
+    candidates_sql,
+    own_binds,
+)
 
 
 def _pick(brokers: int) -> str:
@@ -29,7 +36,9 @@ RETURNING id, topic, key, type, headers, payload, broker, attempts
 class SQLiteMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
         sql = f"SELECT EXISTS ({_pick(len(brokers))})"
-        _, rows = queries_for(connection).execute(connection, sql, [*brokers, NO_TOKEN.hex, 1])
+        _, rows = queries_for(connection).execute(
+            connection, sql, [*brokers, *[NO_TOKEN.hex] * own_binds(), 1]
+        )
         return bool(rows[0][0])
 
     def claim(
@@ -42,7 +51,7 @@ class SQLiteMessageQueries(MessageQueries):
         own: uuid.UUID = NO_TOKEN,
     ) -> list[Sequence[Any]]:
         lease = f"+{lease_seconds:.3f} seconds"
-        params: list[Any] = [token.hex, lease, *brokers, own.hex, limit]
+        params: list[Any] = [token.hex, lease, *brokers, *[own.hex] * own_binds(), limit]
         sql = CLAIM_SQL.format(pick=_pick(len(brokers)))
         _, rows = queries_for(connection).execute(connection, sql, params)
         return rows
