@@ -31,12 +31,12 @@ SENT_CHANGES: dict[str, Any] = {
 # retry): the condition of the key_holds index, as it is written there (SQLite matches a
 # partial index's condition term by term), then what holding means now.
 _EARLIER_HOLDER = """
-          SELECT 1 FROM {table} AS earlier
+          SELECT 1 FROM {table} AS earlier{hint}
           WHERE earlier.broker = m.broker AND earlier.topic = m.topic AND earlier.key = m.key
             AND earlier.id < m.id
             AND earlier.key IS NOT NULL
             AND (earlier.lease_token IS NOT NULL OR earlier.status = '{blocked}'
-                 OR earlier.available_at IS NOT NULL)
+                 OR earlier.available_at IS NOT NULL){holds}
             AND (earlier.status = '{blocked}'
                  OR earlier.lease_expires_at >= {now}
                  OR earlier.available_at > {now})"""
@@ -61,9 +61,9 @@ _KEY_FREE_IN_RANGES = """
           NOT EXISTS ({holder} AND earlier.lease_token < {own})
           AND NOT EXISTS ({holder} AND earlier.lease_token > {own})
           AND NOT EXISTS ({holder} AND earlier.lease_token IS NULL)"""
-# MariaDB's index holds every message (no partial indexes, migration 0020): each probe reads
-# the key's entries, waiting messages included, so one probe costs less than three there
-# (200 against 460 ms a claim of 500 behind a batch, keys spread over the backlog, measured).
+# MariaDB reads a correlated subquery's index by its equal columns alone (``ref``), never by a
+# range of the next one: there the three probes read the batch's entries twice over (480 to
+# 670 ms a claim of 500 behind a key's batch, against 250 to 430 for one probe).
 _KEY_FREE_IN_ONE = """
           NOT EXISTS ({holder}
             -- Not the batch the claiming relay is sending: it sends this one after that one.
@@ -77,16 +77,32 @@ SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 NO_TOKEN = uuid.UUID(int=0)
 
 
+def own_binds(*, holds_column: bool = False) -> int:
+    """How many times ``candidates_sql`` binds the token of the batch in flight."""
+    return 1 if holds_column else 2
+
+
 def candidates_sql(
-    *, in_brokers: str, now: str, own: str, limit: str, own_in_ranges: bool = True
+    *, in_brokers: str, now: str, own: str, limit: str, holds_column: bool = False
 ) -> str:
     """The claim's pick, in a database's dialect: how it tests a broker list, reads its clock
-    and binds the token of the batch in flight (``own_binds(own_in_ranges)`` times) and the
-    limit (in that order). ``own_in_ranges``: the key check in three probes that leave the
-    batch in flight out as a range (PostgreSQL, SQLite), or in one that reads its entries
-    (MariaDB)."""
-    holder = _EARLIER_HOLDER.format(table=TABLE, blocked=MessageStatus.BLOCKED, now=now)
-    key_free = (_KEY_FREE_IN_RANGES if own_in_ranges else _KEY_FREE_IN_ONE).format(
+    and binds the token of the batch in flight (``own_binds`` times) and the limit (in that
+    order).
+
+    ``holds_column``: MariaDB, which has no partial indexes. Its key index is (broker, topic,
+    key, holds_key, id), where the generated column holds_key stands for the partial index's
+    condition (migration 0025), named so that the check reads the key's holders alone, in
+    one probe; and the index is forced: by its statistics, its optimizer chose at times to
+    range-check each candidate against any index, the primary key's among them (half the
+    table read per candidate)."""
+    holder = _EARLIER_HOLDER.format(
+        table=TABLE,
+        hint=" FORCE INDEX (outbox_message_key_holds)" if holds_column else "",
+        holds="\n            AND earlier.holds_key = 1" if holds_column else "",
+        blocked=MessageStatus.BLOCKED,
+        now=now,
+    )
+    key_free = (_KEY_FREE_IN_ONE if holds_column else _KEY_FREE_IN_RANGES).format(
         holder=holder, own=own
     )
     return _CANDIDATES.format(
@@ -97,11 +113,6 @@ def candidates_sql(
         now=now,
         limit=limit,
     )
-
-
-def own_binds(own_in_ranges: bool = True) -> int:
-    """How many times ``candidates_sql`` binds the token of the batch in flight."""
-    return 2 if own_in_ranges else 1
 
 
 class MessageQueries:

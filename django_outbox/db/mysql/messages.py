@@ -34,7 +34,7 @@ WHERE id IN ({{ids}}) ORDER BY id
 def _pick(brokers: int) -> str:
     marks = ", ".join("%s" for _ in range(brokers))
     return candidates_sql(
-        in_brokers=f"IN ({marks})", now=NOW, own="%s", limit="%s", own_in_ranges=False
+        in_brokers=f"IN ({marks})", now=NOW, own="%s", limit="%s", holds_column=True
     )
 
 
