@@ -21,6 +21,8 @@ Nothing on PostgreSQL and SQLite.
 
 from django.db import migrations
 
+from ._mysql import run_on_mysql
+
 #: How many rows the enqueuers' lock table holds (keys are hashed into them).
 ENQUEUE_LOCK_SLOTS = 4096
 
@@ -105,15 +107,6 @@ DROP = [
 ]
 
 
-def _on_mysql(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "mysql":
-            for statement in statements:
-                schema_editor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
@@ -122,5 +115,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_mysql(CREATE), _on_mysql(DROP)),
+        run_on_mysql(CREATE, DROP),
     ]

@@ -7,6 +7,8 @@ never read past a capped key's backlog. Nothing on PostgreSQL and SQLite.
 
 from django.db import migrations
 
+from ._mysql import run_on_mysql
+
 CREATE = [
     """
     ALTER TABLE django_outbox_job MODIFY COLUMN claim_lane TINYINT AS (
@@ -32,15 +34,6 @@ DROP = [
 ]
 
 
-def _on_mysql(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "mysql":
-            for statement in statements:
-                schema_editor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
@@ -49,5 +42,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_mysql(CREATE), _on_mysql(DROP)),
+        run_on_mysql(CREATE, DROP),
     ]

@@ -3,6 +3,8 @@ Django leaves out there (the message table's, the inbox's). Nothing on PostgreSQ
 
 from django.db import migrations
 
+from ._mysql import run_on_mysql
+
 CREATE = [
     # Pending (and blocked) messages in id order, sent ones by when they were sent.
     "CREATE INDEX outbox_message_pending ON django_outbox_message (status, id)",
@@ -20,15 +22,6 @@ DROP = [
 ]
 
 
-def _on_mysql(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "mysql":
-            for statement in statements:
-                schema_editor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
@@ -37,5 +30,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_mysql(CREATE), _on_mysql(DROP)),
+        run_on_mysql(CREATE, DROP),
     ]

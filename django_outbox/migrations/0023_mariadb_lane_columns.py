@@ -21,6 +21,8 @@ SQLite, whose partial indexes hold each lane's jobs alone.
 
 from django.db import migrations
 
+from ._mysql import run_on_mysql
+
 TABLE = "django_outbox_job"
 CLAIMABLE = "status IN ('ready', 'retrying')"
 
@@ -80,15 +82,6 @@ DROP = [
 ]
 
 
-def _on_mysql(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "mysql":
-            for statement in statements:
-                schema_editor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     # DDL: MariaDB commits at each statement, and Django refuses DDL inside a transaction there.
     atomic = False
@@ -97,5 +90,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_mysql(CREATE), _on_mysql(DROP)),
+        run_on_mysql(CREATE, DROP),
     ]

@@ -85,14 +85,16 @@ class WorkerOptions:
             relay=self.relay,
         )
 
-    def build_runner(self) -> Worker | Relay:
-        """Return what a process of these options runs: a relay alone, or a worker."""
-        if not self.relay_only:
-            return self.build_worker()
+    def build_relay(self) -> Relay:
+        """Return the relay alone that these options describe (``relay_only``)."""
         from ..relay.loop import Relay
         from .loop import default_worker_id
 
         return Relay(relay_id=self.worker_id or default_worker_id())
+
+    def build_runner(self) -> Worker | Relay:
+        """Return what a process of these options runs: a relay alone, or a worker."""
+        return self.build_relay() if self.relay_only else self.build_worker()
 
     def for_process(self, number: int) -> WorkerOptions:
         worker_id = f"{self.worker_id}-{number}" if self.worker_id else None

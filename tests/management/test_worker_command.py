@@ -56,6 +56,13 @@ def test_a_worker_id_too_long_once_numbered_for_its_processes_is_refused():
         run_command("--worker-id", "A" * 254, "--processes", "2")
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_relay_only_without_a_broker_is_refused_before_any_process_starts(settings, processes):
+    settings.OUTBOX = {key: value for key, value in settings.OUTBOX.items() if key != "BROKERS"}
+    with pytest.raises(CommandError, match="names no broker"):
+        call_command("run_outbox_worker", "--relay-only", "--processes", processes)
+
+
 def test_queue_and_exclude_queue_are_one_or_the_other():
     with pytest.raises(CommandError, match="Give one or the other"):
         run_command("--queue", "emails", "--exclude-queue", "default")

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import queries_for
-from ..message_sql import NO_TOKEN, TABLE, MessageQueries, candidates_sql
+from ..message_sql import NO_TOKEN, TABLE, MessageQueries, candidates_sql, own_binds
 
 NOW = "UTC_TIMESTAMP(6)"
 
@@ -47,7 +47,9 @@ class MySQLMessageQueries(MessageQueries):
     def waiting(self, connection: BaseDatabaseWrapper, brokers: Sequence[str]) -> bool:
         sql = f"SELECT EXISTS ({_pick(len(brokers))})"
         own = _token(connection, NO_TOKEN)
-        _, rows = queries_for(connection).execute(connection, sql, [*brokers, own, 1])
+        _, rows = queries_for(connection).execute(
+            connection, sql, [*brokers, *[own] * own_binds(holds_column=True), 1]
+        )
         return bool(rows[0][0])
 
     def claim(
@@ -65,7 +67,7 @@ class MySQLMessageQueries(MessageQueries):
             _, picked = queries.execute(
                 connection,
                 _pick(len(brokers)),
-                [*brokers, _token(connection, own), limit],
+                [*brokers, *[_token(connection, own)] * own_binds(holds_column=True), limit],
             )
             if not picked:
                 return []

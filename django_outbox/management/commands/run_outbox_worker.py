@@ -11,8 +11,6 @@ from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError
 
 from ...conf import get_settings
-from ...relay.loop import Relay
-from ...worker.loop import default_worker_id
 from ...worker.stop_signals import exit_at_once, on_stop_signals
 from ...worker.supervisor import Supervisor, WorkerOptions, configure_console_logging
 from ..arguments import (
@@ -141,15 +139,15 @@ class Command(BaseCommand):
         log_level = {0: logging.WARNING, 1: logging.INFO}.get(options["verbosity"], logging.DEBUG)
         configure_console_logging(log_level)
         if options["relay_only"]:
+            if not get_settings().brokers:
+                raise CommandError("--relay-only: OUTBOX['BROKERS'] names no broker.")
+            relay_options = WorkerOptions(
+                worker_id=options["worker_id"], log_level=log_level, relay_only=True
+            )
             if processes > 1:
-                self._supervise(
-                    WorkerOptions(
-                        worker_id=options["worker_id"], log_level=log_level, relay_only=True
-                    ),
-                    processes,
-                )
+                self._supervise(relay_options, processes)
             else:
-                self._relay_only(options["worker_id"])
+                self._relay_only(relay_options)
             return
         worker_options = WorkerOptions(
             queues=options["queues"],
@@ -185,10 +183,8 @@ class Command(BaseCommand):
         stats = worker.run()
         self.stdout.write(f"Worker {worker.worker_id} stopped: {stats}.")
 
-    def _relay_only(self, relay_id: str | None) -> None:
-        if not get_settings().brokers:
-            raise CommandError("--relay-only: OUTBOX['BROKERS'] names no broker.")
-        relay = Relay(relay_id=relay_id or default_worker_id())
+    def _relay_only(self, relay_options: WorkerOptions) -> None:
+        relay = relay_options.build_relay()
 
         def stop(signum: signal.Signals) -> None:
             self.stderr.write(f"Received {signum.name}: finishing the batch in flight.")
@@ -223,4 +219,4 @@ class Command(BaseCommand):
         failures = supervisor.run()
         self.stdout.write(f"All {processes} {kind} processes stopped.")
         if failures:
-            raise CommandError(f"{failures} worker process exit(s) were errors; see the log.")
+            raise CommandError(f"{failures} {kind} process exit(s) were errors; see the log.")
