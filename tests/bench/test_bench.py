@@ -122,8 +122,15 @@ def test_the_fair_figures_compare_with_unkeyed_jobs(bench):
 @pytest.mark.postgresql
 def test_latency_is_measured_from_commit_to_handler_start(bench):
     results = bench("--runs", "1", "--latency-samples", "10", "--only", "latency")
-    latency = results["figures"]
-    assert 0 < latency["latency_p50_ms"]["median"] <= latency["latency_p99_ms"]["median"] < 1000
+    latency = {name: figure["median"] for name, figure in results["figures"].items()}
+    assert latency["latency_p50_ms"] <= latency["latency_p99_ms"] < 1000
+    # A handler starts after its job's COMMIT goes out, however loaded the machine: timed from
+    # there, every wait is above zero; timed from the COMMIT's return, none is longer.
+    assert (
+        0 < latency["latency_from_commit_sent_p50_ms"] <= latency["latency_from_commit_sent_p99_ms"]
+    )
+    assert latency["latency_p50_ms"] <= latency["latency_from_commit_sent_p50_ms"]
+    assert latency["latency_p99_ms"] <= latency["latency_from_commit_sent_p99_ms"]
     assert results["targets"]["latency_p50_ms"]["target"] == "<= 1.5"
     assert not Job.objects.exists()
 
