@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from django.db import connection
 
 from django_outbox.claimed import ClaimedJob
+from django_outbox.db import queries_for
 from django_outbox.models import Job, JobStatus
 from django_outbox.worker.auto_prefetch import (
     SHORT_JOB_SECONDS,
@@ -196,3 +200,33 @@ def test_auto_prefetch_is_the_default(settings, claims):
 def test_a_prefetch_other_than_auto_or_a_count_is_refused():
     with pytest.raises(ValueError, match='prefetch must be "auto" or an integer >= 0'):
         Worker(prefetch="fast")  # type: ignore[arg-type]
+
+
+def test_a_busy_worker_claims_a_batch_at_a_time_though_jobs_end_while_it_claims(
+    claims, log, settings, monkeypatch
+):
+    # Jobs end while each claim runs (a slow claim, as a loaded database's): those ends wake
+    # the worker for places that the claim's own jobs then take. Claimed at once, the few
+    # places left made claims of one or two jobs, each costing a batch's round trip.
+    settings.OUTBOX = {**settings.OUTBOX, "POLL_SECONDS": 5}
+    queries = queries_for(connection)
+    counting_claim = queries.claim
+
+    def slow_claim(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.05)
+        return counting_claim(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "claim", slow_claim)
+    jobs = tasks.record_run_non_atomic.enqueue_many(
+        [{"log": str(log), "sleep": 0.03} for _ in range(40)]
+    )
+
+    worker = Worker(burst=True, concurrency=2, prefetch=8)
+    stats = worker.run()
+
+    assert stats.outcomes == Counter({Outcome.SUCCEEDED: 40})
+    assert runs_per_job(log) == Counter({job.pk: 1 for job in jobs})
+    assert worker.claim_threshold == 4
+    asked = [limit for limit, claimed in claims if claimed]
+    assert len(asked) > 4
+    assert min(asked) >= worker.claim_threshold, asked
