@@ -202,21 +202,27 @@ def test_a_prefetch_other_than_auto_or_a_count_is_refused():
         Worker(prefetch="fast")  # type: ignore[arg-type]
 
 
+def slow_claims(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Make every claim of this process's workers take ``seconds`` more, as a loaded
+    database's do (after ``claims``, which then still records them)."""
+    queries = queries_for(connection)
+    claim = queries.claim
+
+    def slow_claim(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(seconds)
+        return claim(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "claim", slow_claim)
+
+
 def test_a_busy_worker_claims_a_batch_at_a_time_though_jobs_end_while_it_claims(
     claims, log, settings, monkeypatch
 ):
-    # Jobs end while each claim runs (a slow claim, as a loaded database's): those ends wake
-    # the worker for places that the claim's own jobs then take. Claimed at once, the few
-    # places left made claims of one or two jobs, each costing a batch's round trip.
+    # Jobs end while each claim runs: those ends wake the worker for places that the claim's
+    # own jobs then take. Claimed at once, the few places left made claims of one or two
+    # jobs, each costing a batch's round trip.
     settings.OUTBOX = {**settings.OUTBOX, "POLL_SECONDS": 5}
-    queries = queries_for(connection)
-    counting_claim = queries.claim
-
-    def slow_claim(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.05)
-        return counting_claim(*args, **kwargs)
-
-    monkeypatch.setattr(queries, "claim", slow_claim)
+    slow_claims(monkeypatch, 0.05)
     jobs = tasks.record_run_non_atomic.enqueue_many(
         [{"log": str(log), "sleep": 0.03} for _ in range(40)]
     )
@@ -230,3 +236,28 @@ def test_a_busy_worker_claims_a_batch_at_a_time_though_jobs_end_while_it_claims(
     asked = [limit for limit, claimed in claims if claimed]
     assert len(asked) > 4
     assert min(asked) >= worker.claim_threshold, asked
+
+
+def test_a_worker_whose_threads_outrun_its_claims_claims_every_place_at_once(
+    claims, log, settings, monkeypatch
+):
+    # Claims take longer than the threads need to run a batch: half the places are free
+    # again when a claim returns. Claimed at once, claims of half the places alternated for
+    # good (4 and 6 of 10 here), the database doing twice the claims for the same jobs.
+    settings.OUTBOX = {**settings.OUTBOX, "POLL_SECONDS": 5}
+    slow_claims(monkeypatch, 0.1)
+    jobs = tasks.record_run_non_atomic.enqueue_many([{"log": str(log)} for _ in range(60)])
+
+    worker = Worker(burst=True, concurrency=2, prefetch=8)
+    stats = worker.run()
+
+    assert stats.outcomes == Counter({Outcome.SUCCEEDED: 60})
+    assert runs_per_job(log) == Counter({job.pk: 1 for job in jobs})
+    asked = [limit for limit, claimed in claims if claimed]
+    assert len(asked) > 5
+    # Once a claim (of a batch's worth: 4) returns to find half the places free again, every
+    # later claim waits for the threads to hold no more than they run, and takes 8 or more.
+    # One more claim of a batch may come where a job ran longer than a claim (a loaded
+    # machine): the worker then claims as before, until a claim is outrun again.
+    smaller = [limit for limit in asked if limit < worker.prefetch]
+    assert len(smaller) <= 2, asked
