@@ -91,6 +91,22 @@ def is_lock_error(exc: BaseException) -> bool:
     return "locked" in str(exc)
 
 
+#: PostgreSQL's SQLSTATE for a statement that gave up waiting for a lock (``lock_timeout``).
+POSTGRESQL_LOCK_NOT_AVAILABLE = "55P03"
+
+
+def is_lock_wait(exc: BaseException) -> bool:
+    """Whether ``exc`` says a lock another transaction held made a statement give up:
+    ``is_lock_error``'s errors, and PostgreSQL's lock timeout (the worker bounds its lock
+    waits there; its loops go on with their next round rather than try the same again)."""
+    if is_lock_error(exc):
+        return True
+    cause = exc.__cause__
+    return isinstance(exc, OperationalError) and (
+        getattr(cause, "sqlstate", None) == POSTGRESQL_LOCK_NOT_AVAILABLE
+    )
+
+
 def retry_while_locked(
     operation: Callable[[], T],
     *,

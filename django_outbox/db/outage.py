@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Protocol
 
-from . import is_lock_error
+from . import is_lock_wait
 
 
 class ErrorListener(Protocol):
@@ -66,8 +66,9 @@ class ErrorBackoff:
             self._kind = kind
             self._reminded = now
             # A lock held by another connection (SQLite's one writer, a handler's long
-            # transaction) is contention, not breakage: its stack says nothing more.
-            locked = is_lock_error(exc)
+            # transaction, another worker's claim) is contention, not breakage: its stack
+            # says nothing more.
+            locked = is_lock_wait(exc)
             self.logger.log(
                 logging.WARNING if locked else logging.ERROR,
                 "%s failed: %s; retrying, and logging further %s errors only every %ss",

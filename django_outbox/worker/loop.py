@@ -32,7 +32,7 @@ from ..claimed import ClaimedJob
 from ..conf import get_settings
 from ..cron.entries import declared_entries
 from ..cron.scheduler import CronScheduler
-from ..db import is_lock_error, queries_for, retry_while_locked
+from ..db import is_lock_wait, queries_for, retry_while_locked
 from ..db.base import ClaimKind, worker_lock_wait_seconds
 from ..db.outage import ErrorBackoff
 from ..jobs import wakeups
@@ -295,7 +295,7 @@ class Worker:
                     # The claim is one statement, so nothing is half-done: try again after a
                     # growing pause, on a new connection (or at a wake-up).
                     connections[self.using].close()
-                    if self._stopping.is_set() and is_lock_error(exc):
+                    if self._stopping.is_set() and is_lock_wait(exc):
                         # Gave up waiting for a lock to stop: no database error to report.
                         break
                     self._wake.wait(self._claim_errors.failed(exc))
