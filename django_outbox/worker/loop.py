@@ -58,6 +58,9 @@ logger = logging.getLogger(__name__)
 
 #: Longest pause between claims while the database fails.
 MAX_CLAIM_BACKOFF = 5.0
+#: How long a burst worker whose claim found nothing waits before its last look (where
+#: claims pass over locked rows).
+BURST_LOOK_AGAIN_SECONDS = 0.1
 
 
 def default_worker_id() -> str:
@@ -152,6 +155,9 @@ class Worker:
         # claim took.
         self._threads_wait_for_claims = False
         self._last_claim_seconds = 0.0
+        # Whether a burst worker's claim, made while it held nothing, found nothing since its
+        # last claim that found jobs.
+        self._found_nothing_before = False
         # Whether the last round of claims left jobs held back by a limit, and how long until
         # one may start by its rates and pauses (None: when a running job ends).
         self._limited_held_back = False
@@ -319,11 +325,21 @@ class Worker:
                         # A rate's next token is near: a burst drains rate-limited jobs too
                         # (a long pause, or a cap other workers fill, ends it).
                         resume = min(resume or self.poll_seconds, self._limited_retry_in())
-                    if resume is None:
+                    if resume is None and not self._claims_skip_locked_rows():
                         break
+                    if resume is None:
+                        if self._found_nothing_before:
+                            break
+                        # The claim passed over rows another transaction held locked for a
+                        # moment (a heartbeat's, a retry's own recording): once, look again
+                        # before leaving a job due. Seen as a retry left due by its own burst.
+                        self._found_nothing_before = True
+                        resume = min(self.poll_seconds, BURST_LOOK_AGAIN_SECONDS)
                     # Retries held back for now are runnable: a burst waits for them.
                     self._wake.wait(resume)
                     continue
+                if claimed:
+                    self._found_nothing_before = False
                 if self._max_jobs_reached() and not self.held:
                     break
                 self._wait_for_places(self._limited_retry_in() if limited else self.poll_seconds)
@@ -445,6 +461,11 @@ class Worker:
             # Cleared after a stop's wake-up: the stop is seen here (it is set first).
             if self._stopping.is_set():
                 return
+
+    def _claims_skip_locked_rows(self) -> bool:
+        """Whether claims pass over rows other transactions lock (PostgreSQL, MariaDB), rather
+        than wait for them (SQLite's one writer)."""
+        return bool(connections[self.using].features.has_select_for_update_skip_locked)
 
     def _max_jobs_reached(self) -> bool:
         return self.max_jobs is not None and self.stats.claimed >= self.max_jobs
