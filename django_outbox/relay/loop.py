@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 #: The longest pause after broker or database errors.
 MAX_BACKOFF = 30.0
+#: How often an idle relay waiting for its last batch's outcomes to be written checks them.
+FLUSH_LOOK_SECONDS = 0.01
 #: How often an idle relay that hears NOTIFY (PostgreSQL) looks anyway, at the least: the
 #: listener wakes it for every commit, and again after it reconnected, so the poll is only a
 #: safety net there.
@@ -204,7 +206,7 @@ class Relay:
                 # the table: their rows still held their keys then, and the keys' next
                 # messages were left. Look again once they are written, before resting (a
                 # message committed just behind its key's last one would wait a whole poll).
-                if idle and self._writer.flush():
+                if idle and self._writer.flush(interrupt=self._wake):
                     look_first = False
                     continue
                 look_first = False
@@ -581,10 +583,16 @@ class OutcomeWriter:
         self._queue.put(run)
         return future
 
-    def flush(self) -> bool:
-        """Return once every submitted write is done: whether any was submitted since the
-        last flush (the keys its rows held are free now)."""
-        self._queue.join()
+    def flush(self, interrupt: threading.Event) -> bool:
+        """Return once every submitted write is done, or sooner once ``interrupt`` is set
+        (a message committed meanwhile: claim it now, rather than after a slow write).
+
+        Return whether to look again: writes were submitted since the last flush that saw
+        them all done (the keys their rows held are free now), or some are still pending.
+        """
+        while self._queue.unfinished_tasks:
+            if interrupt.wait(FLUSH_LOOK_SECONDS):
+                return True
         submitted, self._submitted = self._submitted, 0
         return submitted > 0
 

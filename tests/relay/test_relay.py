@@ -217,6 +217,68 @@ def test_a_message_behind_its_keys_unrecorded_last_one_is_sent_without_waiting_a
     assert not thread.is_alive()
 
 
+def test_an_idle_relay_waiting_for_its_last_write_claims_a_message_committed_meanwhile(
+    monkeypatch,
+):
+    """An idle relay waits for its last batch's outcomes to be written before it rests (their
+    keys' next messages may be ready then). A message committed meanwhile, of another key, is
+    claimed and sent at once, not after the write: a slow write held the relay's every key (the
+    test above failed so on MariaDB under load, its relay in this wait when it woke)."""
+    from django_outbox.relay import loop
+
+    gate = threading.Event()
+    gate.set()
+    claims: list[int] = []
+    write = loop.OutcomeWriter.submit
+    claim = loop.Relay._claim
+
+    def gated_submit(self, record):
+        def gated() -> None:
+            gate.wait(30)
+            record()
+
+        write(self, gated)
+
+    def counted_claim(self, **options):
+        batch = claim(self, **options)
+        claims.append(len(batch.messages) if batch else 0)
+        return batch
+
+    def wait_for(condition, seconds=10.0):
+        deadline = time.monotonic() + seconds
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert condition()
+
+    monkeypatch.setattr(loop.OutcomeWriter, "submit", gated_submit)
+    monkeypatch.setattr(loop.Relay, "_claim", counted_claim)
+    relay = Relay(poll_seconds=30, housekeeping=False)
+    thread = threading.Thread(target=relay.run)
+    thread.start()
+    try:
+        publish("orders", {"n": 1}, key="a")
+        wait_for(lambda: not Message.objects.exists())
+        # From here, outcomes are written only when the gate opens.
+        gate.clear()
+        publish("orders", {"n": 2}, key="a")
+        wait_for(lambda: len(memory.sent_messages("default")) == 2)
+        # Woken, the relay claims nothing: idle, it waits for the write of message 2's outcome.
+        seen = len(claims)
+        relay.wake()
+        wait_for(lambda: len(claims) > seen)
+        publish("orders", {"n": 3}, key="b")
+        wait_for(lambda: len(memory.sent_messages("default")) == 3, seconds=5)
+        assert not gate.is_set()
+        assert sent_payloads() == [{"n": 1}, {"n": 2}, {"n": 3}]
+        gate.set()
+        wait_for(lambda: not Message.objects.exists())
+    finally:
+        gate.set()
+        relay.request_stop()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
 @pytest.mark.postgresql
 def test_a_message_committed_before_the_listener_listens_is_sent_once_it_does(monkeypatch):
     """The relay's first look ran before its listener's LISTEN, and a message committed in
