@@ -590,6 +590,8 @@ class OutcomeWriter:
         Return whether to look again: writes were submitted since the last flush that saw
         them all done (the keys their rows held are free now), or some are still pending.
         """
+        # A queue's join() cannot be cut short: look at what is unfinished between waits for
+        # the interrupt (an idle relay only, so the polling costs nothing while it works).
         while self._queue.unfinished_tasks:
             if interrupt.wait(FLUSH_LOOK_SECONDS):
                 return True

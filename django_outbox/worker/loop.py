@@ -325,10 +325,8 @@ class Worker:
                         # A rate's next token is near: a burst drains rate-limited jobs too
                         # (a long pause, or a cap other workers fill, ends it).
                         resume = min(resume or self.poll_seconds, self._limited_retry_in())
-                    if resume is None and not self._claims_skip_locked_rows():
-                        break
                     if resume is None:
-                        if self._found_nothing_before:
+                        if self._found_nothing_before or not self._claims_skip_locked_rows():
                             break
                         # The claim passed over rows another transaction held locked for a
                         # moment (a heartbeat's, a retry's own recording): once, look again
@@ -441,9 +439,8 @@ class Worker:
         patience_ends = now + self._last_claim_seconds
         while True:
             patient = self._threads_wait_for_claims and now < patience_ends
-            places = self.capacity - self.concurrency if patient else self.claim_threshold
             woken = self._wake.wait(
-                max(0.0, (min(deadline, patience_ends) if patient else deadline) - now)
+                max(0.0, min(deadline, patience_ends if patient else deadline) - now)
             )
             now = time.monotonic()
             if not woken:
@@ -451,11 +448,13 @@ class Worker:
                     return
                 # The threads took longer than a claim to free a batch's places.
                 self._threads_wait_for_claims = False
-                places = self.claim_threshold
+            # Patient: every place but the threads' own (the prefetch) must be free.
+            patient = self._threads_wait_for_claims and now < patience_ends
+            places = max(self.claim_threshold, self.prefetch) if patient else self.claim_threshold
             with self.held.lock:
                 if not self._wake_on_completion or self.held.is_empty():
                     return
-                if self.held.places_free() >= max(self.claim_threshold, places):
+                if self.held.places_free() >= places:
                     return
                 self._wake.clear()
             # Cleared after a stop's wake-up: the stop is seen here (it is set first).

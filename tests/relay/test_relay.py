@@ -6,6 +6,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from django_outbox.relay import outcomes
 from django_outbox.relay.brokers import BrokerUnavailable, close_brokers, memory
 from django_outbox.relay.loop import Relay
 from tests.db.plans import mariadb_plan
+from tests.processes import wait_until
 
 from .conftest import MEMORY
 
@@ -158,63 +160,67 @@ def test_the_relay_runs_in_a_thread_until_stopped_and_wakes_on_publish():
     assert not thread.is_alive()
 
 
+class GatedRelay:
+    """A relay running on a thread of its own, whose outcome writes wait while ``gate`` is
+    closed (each at most 30 s); ``claims`` lists how many messages each of its claims took."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from django_outbox.relay import loop
+
+        self.gate = threading.Event()
+        self.gate.set()
+        self.claims: list[int] = []
+        submit, claim = loop.OutcomeWriter.submit, loop.Relay._claim
+
+        def gated_submit(writer: Any, record: Callable[[], None]) -> None:
+            def gated() -> None:
+                self.gate.wait(30)
+                record()
+
+            submit(writer, gated)
+
+        def counted_claim(relay: Relay, **options: Any) -> Any:
+            batch = claim(relay, **options)
+            self.claims.append(len(batch.messages) if batch else 0)
+            return batch
+
+        monkeypatch.setattr(loop.OutcomeWriter, "submit", gated_submit)
+        monkeypatch.setattr(loop.Relay, "_claim", counted_claim)
+        self.relay = Relay(poll_seconds=30, housekeeping=False)
+        self.thread = threading.Thread(target=self.relay.run)
+
+    def __enter__(self) -> GatedRelay:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.gate.set()
+        self.relay.request_stop()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
 def test_a_message_behind_its_keys_unrecorded_last_one_is_sent_without_waiting_a_poll(
     monkeypatch,
 ):
     """A key's next message committed while its last one's confirmation is still being
     written: the claim it wakes leaves it (the key is held), and the relay looks again once the
     write is done instead of resting a poll with the message ready."""
-    from django_outbox.relay import loop
-
-    gate = threading.Event()
-    gate.set()
-    claims: list[int] = []
-    write = loop.OutcomeWriter.submit
-    claim = loop.Relay._claim
-
-    def gated_submit(self, record):
-        def gated() -> None:
-            gate.wait(10)
-            record()
-
-        write(self, gated)
-
-    def counted_claim(self, **options):
-        batch = claim(self, **options)
-        claims.append(len(batch.messages) if batch else 0)
-        return batch
-
-    def wait_for(condition):
-        deadline = time.monotonic() + 10
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert condition()
-
-    monkeypatch.setattr(loop.OutcomeWriter, "submit", gated_submit)
-    monkeypatch.setattr(loop.Relay, "_claim", counted_claim)
-    relay = Relay(poll_seconds=30, housekeeping=False)
-    thread = threading.Thread(target=relay.run)
-    thread.start()
-    try:
+    with GatedRelay(monkeypatch) as gated:
         publish("orders", {"n": 1}, key="k")
-        wait_for(lambda: not Message.objects.exists())
+        wait_until(lambda: not Message.objects.exists())
         # From here, confirmations are written only when the gate opens.
-        gate.clear()
+        gated.gate.clear()
         publish("orders", {"n": 2}, key="k")
-        wait_for(lambda: len(memory.sent_messages("default")) == 2)
-        seen = len(claims)
+        wait_until(lambda: len(memory.sent_messages("default")) == 2)
+        seen = len(gated.claims)
         publish("orders", {"n": 3}, key="k")
-        wait_for(lambda: len(claims) > seen)
-        assert claims[seen] == 0, "the woken claim must find the key held"
-        gate.set()
+        wait_until(lambda: len(gated.claims) > seen)
+        assert gated.claims[seen] == 0, "the woken claim must find the key held"
+        gated.gate.set()
         # Within seconds, not the 30 s poll.
-        wait_for(lambda: len(memory.sent_messages("default")) == 3)
+        wait_until(lambda: len(memory.sent_messages("default")) == 3)
         assert sent_payloads() == [{"n": 1}, {"n": 2}, {"n": 3}]
-    finally:
-        gate.set()
-        relay.request_stop()
-        thread.join(10)
-    assert not thread.is_alive()
 
 
 def test_an_idle_relay_waiting_for_its_last_write_claims_a_message_committed_meanwhile(
@@ -224,59 +230,23 @@ def test_an_idle_relay_waiting_for_its_last_write_claims_a_message_committed_mea
     keys' next messages may be ready then). A message committed meanwhile, of another key, is
     claimed and sent at once, not after the write: a slow write held the relay's every key (the
     test above failed so on MariaDB under load, its relay in this wait when it woke)."""
-    from django_outbox.relay import loop
-
-    gate = threading.Event()
-    gate.set()
-    claims: list[int] = []
-    write = loop.OutcomeWriter.submit
-    claim = loop.Relay._claim
-
-    def gated_submit(self, record):
-        def gated() -> None:
-            gate.wait(30)
-            record()
-
-        write(self, gated)
-
-    def counted_claim(self, **options):
-        batch = claim(self, **options)
-        claims.append(len(batch.messages) if batch else 0)
-        return batch
-
-    def wait_for(condition, seconds=10.0):
-        deadline = time.monotonic() + seconds
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert condition()
-
-    monkeypatch.setattr(loop.OutcomeWriter, "submit", gated_submit)
-    monkeypatch.setattr(loop.Relay, "_claim", counted_claim)
-    relay = Relay(poll_seconds=30, housekeeping=False)
-    thread = threading.Thread(target=relay.run)
-    thread.start()
-    try:
+    with GatedRelay(monkeypatch) as gated:
         publish("orders", {"n": 1}, key="a")
-        wait_for(lambda: not Message.objects.exists())
+        wait_until(lambda: not Message.objects.exists())
         # From here, outcomes are written only when the gate opens.
-        gate.clear()
+        gated.gate.clear()
         publish("orders", {"n": 2}, key="a")
-        wait_for(lambda: len(memory.sent_messages("default")) == 2)
+        wait_until(lambda: len(memory.sent_messages("default")) == 2)
         # Woken, the relay claims nothing: idle, it waits for the write of message 2's outcome.
-        seen = len(claims)
-        relay.wake()
-        wait_for(lambda: len(claims) > seen)
+        seen = len(gated.claims)
+        gated.relay.wake()
+        wait_until(lambda: len(gated.claims) > seen)
         publish("orders", {"n": 3}, key="b")
-        wait_for(lambda: len(memory.sent_messages("default")) == 3, seconds=5)
-        assert not gate.is_set()
+        wait_until(lambda: len(memory.sent_messages("default")) == 3, timeout=5)
+        assert not gated.gate.is_set()
         assert sent_payloads() == [{"n": 1}, {"n": 2}, {"n": 3}]
-        gate.set()
-        wait_for(lambda: not Message.objects.exists())
-    finally:
-        gate.set()
-        relay.request_stop()
-        thread.join(10)
-    assert not thread.is_alive()
+        gated.gate.set()
+        wait_until(lambda: not Message.objects.exists())
 
 
 @pytest.mark.postgresql
