@@ -158,9 +158,10 @@ wheel: install
 # Five chains of legs run side by side (.ci/parallel): the legs wait on worker processes,
 # sleeps and servers far more than they compute (with four chains a whole run used about 60% of
 # the 2 cores' time). No leg stops or restarts a shared server: the fault-injection tests that
-# do run on servers of their own. The chains are about as long as each other (on 2026-11-29:
-# PostgreSQL with its fault-injection tests 11:48 and the two 5.2 legs 12:19 in a chain, set
-# the whole run's length; now PostgreSQL's fault-injection tests follow the short 5.2 SQLite leg).
+# do run on servers of their own. The chains are about as long as each other: on 2026-11-29,
+# with four chains, PostgreSQL with its fault-injection tests (11:48) and the two 5.2 legs in
+# one chain (12:19) set the whole run's length (13:40 with installs); with these five, MariaDB
+# (10:56) did (12:02).
 test: lint docs install-lts postgres mariadb brokers browser
 	.ci/parallel "$(MAKE) --no-print-directory --keep-going test-postgresql \
 	    PG_MARKERS='not browser and not docs and not chaos'" \
