@@ -52,8 +52,12 @@ def effect_model() -> type[models.Model]:
 def created(model: type[models.Model], using: str) -> Iterator[type[models.Model]]:
     """Create ``model``'s table (dropping a leftover first) for the duration of the block."""
     connection = connections[using]
+    # Looked for before the schema editor's transaction, which then begins with a write: on
+    # SQLite a transaction that reads first cannot take the write lock once another connection
+    # (a bench worker's heartbeat) has committed since, and fails at once, whatever the timeout.
+    leftover = model._meta.db_table in connection.introspection.table_names()
     with connection.schema_editor() as editor:
-        if model._meta.db_table in connection.introspection.table_names():
+        if leftover:
             editor.delete_model(model)
         editor.create_model(model)
     try:
