@@ -330,6 +330,7 @@ def rescue_expired_leases(
     batch_size: int = 100,
     held_tokens: Collection[uuid.UUID] = (),
     abandoned_tokens: Collection[uuid.UUID] = (),
+    worker_id: str = "",
 ) -> int:
     """Take back jobs whose worker stopped renewing the lease; return how many.
 
@@ -341,12 +342,18 @@ def rescue_expired_leases(
     id (a systemd unit, a StatefulSet pod) must take back what its predecessor left.
     ``abandoned_tokens``: those of jobs the caller let go of without recording their outcome
     (the database failed meanwhile); taken back although the caller, their holder, still beats.
+    ``worker_id``: the caller's own id, with every token it holds in ``held_tokens``: its jobs
+    that it does not hold are jobs it never knew it had claimed (the claim committed, and its
+    answer was lost with the connection: killed, or the server restarting), taken back
+    although the caller still beats, as no one else would take them back while it lives.
     """
     outbox_settings = get_settings()
     expired_jobs = Job.objects.using(using).expired_leases()
     holder_gone = Q(~Exists(_live_holder(using, outbox_settings.heartbeat_seconds)))
     if abandoned_tokens:
         holder_gone |= Q(lease_token__in=list(abandoned_tokens))
+    if worker_id:
+        holder_gone |= Q(worker_id=worker_id)
     expired_jobs = expired_jobs.filter(holder_gone)
     if held_tokens:
         expired_jobs = expired_jobs.exclude(lease_token__in=list(held_tokens))

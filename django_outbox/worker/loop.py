@@ -298,8 +298,10 @@ class Worker:
                     claimed = self._claim(free) if free > 0 else []
                     self._last_claim_seconds = time.monotonic() - claim_started
                 except DatabaseError as exc:
-                    # The claim is one statement, so nothing is half-done: try again after a
-                    # growing pause, on a new connection (or at a wake-up).
+                    # The claim is one transaction, so nothing is half-done: try again after a
+                    # growing pause, on a new connection (or at a wake-up). Had it committed and
+                    # lost its answer with the connection, its jobs' leases run out and this
+                    # worker's maintenance takes them back (it holds none of them).
                     connections[self.using].close()
                     if self._stopping.is_set() and is_lock_wait(exc):
                         # Gave up waiting for a lock to stop: no database error to report.

@@ -274,6 +274,7 @@ class Maintenance:
                 self.history_limit,
                 held_tokens=self.held.tokens(),
                 abandoned_tokens=self.held.abandoned_tokens(),
+                worker_id=self.worker_id,
             ),
             give_up_after=self.heartbeat_seconds,
             stopping=stopping or self.done.is_set,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from django.db.models import Count
 
 from django_outbox.models import Job, JobStatus
@@ -67,6 +68,24 @@ def check_outcomes(atomic_ids: list[int], non_atomic_ids: list[int]) -> dict[str
     }
 
 
+def left_behind(workers: Sequence[WorkerProcess], jobs: int = 10, lines: int = 40) -> str:
+    """What a drain that did not end left: the jobs by status, the first unfinished ones, and
+    whether each worker runs, with its last log lines (a failure under load says why)."""
+    statuses = Counter(Job.objects.values_list("status", flat=True))
+    unfinished = Job.objects.unfinished().order_by("pk")[:jobs]
+    rows = "\n".join(
+        f"  job {job.pk} {job.status} attempts={job.attempts} run_at={job.run_at} "
+        f"lease_expires_at={job.lease_expires_at} worker={job.worker_id}"
+        for job in unfinished
+    )
+    logs = "\n".join(
+        f"worker {worker.pid} ({'running' if worker.popen.poll() is None else 'exited'}):\n"
+        + "\n".join(worker.stderr.splitlines()[-lines:])
+        for worker in workers
+    )
+    return f"jobs by status: {dict(statuses)}\nfirst unfinished:\n{rows}\n{logs}"
+
+
 def ride_out_outage(
     stop: Callable[[], None],
     start: Callable[[], None],
@@ -92,7 +111,14 @@ def ride_out_outage(
     done_before = succeeded()
     wait_until(lambda: succeeded() > done_before, timeout=60, what="a job to succeed again")
     reconnected_in = time.monotonic() - back_at
-    wait_until(lambda: succeeded() == jobs, timeout=timeout, what="every job")
+    try:
+        wait_until(lambda: succeeded() == jobs, timeout=timeout, what="every job")
+        finished = True
+    except pytest.fail.Exception:
+        finished = False
+    if not finished:
+        # Outside the except block: the report, not wait_until's own failure, is what is shown.
+        pytest.fail(f"timed out after {timeout}s waiting for every job\n{left_behind(workers)}")
     for worker in workers:
         assert worker.popen.poll() is None, f"a worker died:\n{worker.stderr}"
         assert "works again" in worker.stderr

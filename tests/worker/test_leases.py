@@ -270,6 +270,67 @@ def test_an_expired_lease_its_live_holder_let_go_of_is_taken_back_by_it(settings
     assert Job.objects.get(pk=job.pk).status == JobStatus.RETRYING
 
 
+def test_an_expired_lease_its_live_holder_never_knew_of_is_taken_back_by_it(settings):
+    # The holder's claim committed, but its answer was lost with the connection: the holder
+    # beats on without the job, the others leave the job to it, so it must take it back.
+    settings.OUTBOX = {**settings.OUTBOX, "HEARTBEAT_SECONDS": 10, "LEASE_SECONDS": 60}
+    job = tasks.noop.enqueue({})
+    (claimed,) = claim(worker_id="holder")
+    expire(job.pk, attempts=1)
+    registered("holder", started_seconds_ago=60, beat_seconds_ago=0)
+    assert rescue_expired_leases("default", history_limit=10, worker_id="another") == 0
+    # The holder that holds it (its heartbeat passed over the locked row) leaves it.
+    held = [claimed.lease_token]
+    assert (
+        rescue_expired_leases("default", history_limit=10, held_tokens=held, worker_id="holder")
+        == 0
+    )
+    assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+    assert rescue_expired_leases("default", history_limit=10, worker_id="holder") == 1
+    assert Job.objects.get(pk=job.pk).status == JobStatus.RETRYING
+
+
+def test_a_worker_takes_back_the_jobs_of_a_claim_whose_answer_it_lost(settings, monkeypatch):
+    # The claim commits, then the connection dies before its rows come back (a killed
+    # connection, a server restarting): the worker sees an error and never holds the jobs. Found
+    # by the MariaDB restart test under load: five jobs "running" under a live worker for good.
+    from django.db import OperationalError, connection
+
+    from django_outbox.db import queries_for
+
+    settings.OUTBOX = {**settings.OUTBOX, "LEASE_SECONDS": 1, "HEARTBEAT_SECONDS": 0.2}
+    job = tasks.noop.enqueue({})
+    queries = queries_for(connection)
+    real_claim = queries.claim
+    lost: list[int] = []
+
+    def answer_lost_once(*args, **kwargs):
+        claimed = real_claim(*args, **kwargs)
+        if claimed and not lost:
+            lost.extend(each.id for each in claimed)
+            raise OperationalError("Lost connection to server during query")
+        return claimed
+
+    monkeypatch.setattr(queries, "claim", answer_lost_once)
+    worker = Worker(concurrency=1)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_until(lambda: lost, what="the lost claim")
+        wait_until(
+            lambda: Job.objects.get(pk=job.pk).status != JobStatus.RUNNING,
+            timeout=15,
+            what="the job taken back",
+        )
+    finally:
+        worker.request_stop()
+        thread.join(10)
+    row = Job.objects.get(pk=job.pk)
+    assert lost == [job.pk]
+    assert row.status in (JobStatus.RETRYING, JobStatus.READY, JobStatus.SUCCEEDED), row.status
+    assert "Lease expired" in row.errors[0]["error"], row.errors
+
+
 def test_a_worker_takes_back_a_job_whose_outcome_it_failed_to_record(settings, monkeypatch):
     # Recording the outcome fails (a database error at the wrong moment): the thread lets the
     # job go, and its lease expires. The worker still beats, so other workers leave the job to
