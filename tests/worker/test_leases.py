@@ -290,6 +290,25 @@ def test_an_expired_lease_its_live_holder_never_knew_of_is_taken_back_by_it(sett
     assert Job.objects.get(pk=job.pk).status == JobStatus.RETRYING
 
 
+def taken_back_by_a_worker(job_id, *, after, what):
+    """Run a worker until ``after()`` is true (``what``) and then until job ``job_id`` is no
+    longer running; return the job's row."""
+    worker = Worker(concurrency=1)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_until(after, what=what)
+        wait_until(
+            lambda: Job.objects.get(pk=job_id).status != JobStatus.RUNNING,
+            timeout=15,
+            what="the job taken back",
+        )
+    finally:
+        worker.request_stop()
+        thread.join(10)
+    return Job.objects.get(pk=job_id)
+
+
 def test_a_worker_takes_back_the_jobs_of_a_claim_whose_answer_it_lost(settings, monkeypatch):
     # The claim commits, then the connection dies before its rows come back (a killed
     # connection, a server restarting): the worker sees an error and never holds the jobs. Found
@@ -312,20 +331,7 @@ def test_a_worker_takes_back_the_jobs_of_a_claim_whose_answer_it_lost(settings, 
         return claimed
 
     monkeypatch.setattr(queries, "claim", answer_lost_once)
-    worker = Worker(concurrency=1)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        wait_until(lambda: lost, what="the lost claim")
-        wait_until(
-            lambda: Job.objects.get(pk=job.pk).status != JobStatus.RUNNING,
-            timeout=15,
-            what="the job taken back",
-        )
-    finally:
-        worker.request_stop()
-        thread.join(10)
-    row = Job.objects.get(pk=job.pk)
+    row = taken_back_by_a_worker(job.pk, after=lambda: lost, what="the lost claim")
     assert lost == [job.pk]
     assert row.status in (JobStatus.RETRYING, JobStatus.READY, JobStatus.SUCCEEDED), row.status
     assert "Lease expired" in row.errors[0]["error"], row.errors
@@ -353,19 +359,7 @@ def test_a_worker_takes_back_a_job_whose_outcome_it_failed_to_record(settings, m
         return real_run_job(claimed, **kwargs)
 
     monkeypatch.setattr(loop_module, "run_job", fails_once)
-    worker = Worker(concurrency=1)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        wait_until(lambda: failures, what="the failed recording")
-        wait_until(
-            lambda: Job.objects.get(pk=job.pk).status != JobStatus.RUNNING,
-            what="the job taken back",
-        )
-    finally:
-        worker.request_stop()
-        thread.join(10)
-    row = Job.objects.get(pk=job.pk)
+    row = taken_back_by_a_worker(job.pk, after=lambda: failures, what="the failed recording")
     assert failures == [job.pk]
     assert row.status in (JobStatus.RETRYING, JobStatus.READY, JobStatus.SUCCEEDED), row.status
     assert "Lease expired" in row.errors[0]["error"], row.errors
