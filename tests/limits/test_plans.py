@@ -2,6 +2,7 @@
 
 import pytest
 from django.db import connection, transaction
+from django.test import override_settings
 
 from django_outbox.db import queries_for
 from django_outbox.db.base import HeldBack, WholeLimit
@@ -85,3 +86,42 @@ def test_the_one_trip_claim_counts_running_jobs_by_an_index_scan():
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Scan using outbox_job_lease" in plan, plan
     assert "Bitmap Index Scan on outbox_job_lease" not in plan, plan
+
+
+@pytest.mark.postgresql
+@override_settings(OUTBOX={"QUEUES": {"crm": {"CONCURRENCY": 1000, "RATE_LIMIT": "100000/s"}}})
+def test_a_prepared_one_trip_claim_is_planned_once_along_the_indexes():
+    """Prepared (``prepare_threshold``), the one-trip claim runs a generic plan from its first
+    run: planned anew at every claim, it spent as long planning as running, holding the limits'
+    rows the while. That plan reads the jobs along the limited and lease indexes."""
+    if connection.connection is None:
+        connection.ensure_connection()
+    if getattr(connection.connection, "prepare_threshold", None) is None:
+        pytest.skip("statements are prepared only with OPTIONS['prepare_threshold']")
+    from django_outbox.limits.claims import claim_limited
+
+    tasks.noop.using(queue="crm").enqueue_many([{}] * 40)
+    tasks.noop.enqueue_many([{}] * 3000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    for _ in range(3):
+        assert len(claim_limited("default", "w", ["crm"], 10, 30).jobs) == 10
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%%clock_timestamp()%%'"
+        )
+        (name, generic, custom), *others = cursor.fetchall()
+        assert not others
+        assert (generic, custom) == (3, 0)
+        # The plan those runs used (prepared statements are the connection's own).
+        cursor.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', false)")
+        parameters = cursor.execute(
+            "SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = %s", [name]
+        ).fetchone()[0]
+        cursor.execute(f"EXPLAIN EXECUTE {name}({', '.join(['NULL'] * len(parameters))})")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET plan_cache_mode")
+    assert "outbox_job_limited_" in plan, plan
+    assert "Index Scan using outbox_job_lease" in plan, plan
+    assert "Seq Scan on django_outbox_job " not in plan, plan
