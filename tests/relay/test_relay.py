@@ -200,6 +200,18 @@ class GatedRelay:
         assert not self.thread.is_alive()
 
 
+def second_sent_its_outcome_held(gated: GatedRelay, key: str) -> int:
+    """Send message 1 of ``key`` through ``gated``'s relay, then message 2 with the write of
+    its outcome held (the gate closed until the test opens it); return the claims made so far."""
+    publish("orders", {"n": 1}, key=key)
+    wait_until(lambda: not Message.objects.exists())
+    # From here, outcomes are written only when the gate opens.
+    gated.gate.clear()
+    publish("orders", {"n": 2}, key=key)
+    wait_until(lambda: len(memory.sent_messages("default")) == 2)
+    return len(gated.claims)
+
+
 def test_a_message_behind_its_keys_unrecorded_last_one_is_sent_without_waiting_a_poll(
     monkeypatch,
 ):
@@ -207,13 +219,7 @@ def test_a_message_behind_its_keys_unrecorded_last_one_is_sent_without_waiting_a
     written: the claim it wakes leaves it (the key is held), and the relay looks again once the
     write is done instead of resting a poll with the message ready."""
     with GatedRelay(monkeypatch) as gated:
-        publish("orders", {"n": 1}, key="k")
-        wait_until(lambda: not Message.objects.exists())
-        # From here, confirmations are written only when the gate opens.
-        gated.gate.clear()
-        publish("orders", {"n": 2}, key="k")
-        wait_until(lambda: len(memory.sent_messages("default")) == 2)
-        seen = len(gated.claims)
+        seen = second_sent_its_outcome_held(gated, key="k")
         publish("orders", {"n": 3}, key="k")
         wait_until(lambda: len(gated.claims) > seen)
         assert gated.claims[seen] == 0, "the woken claim must find the key held"
@@ -231,14 +237,8 @@ def test_an_idle_relay_waiting_for_its_last_write_claims_a_message_committed_mea
     claimed and sent at once, not after the write: a slow write held the relay's every key (the
     test above failed so on MariaDB under load, its relay in this wait when it woke)."""
     with GatedRelay(monkeypatch) as gated:
-        publish("orders", {"n": 1}, key="a")
-        wait_until(lambda: not Message.objects.exists())
-        # From here, outcomes are written only when the gate opens.
-        gated.gate.clear()
-        publish("orders", {"n": 2}, key="a")
-        wait_until(lambda: len(memory.sent_messages("default")) == 2)
+        seen = second_sent_its_outcome_held(gated, key="a")
         # Woken, the relay claims nothing: idle, it waits for the write of message 2's outcome.
-        seen = len(gated.claims)
         gated.relay.wake()
         wait_until(lambda: len(gated.claims) > seen)
         publish("orders", {"n": 3}, key="b")
