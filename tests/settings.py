@@ -99,6 +99,11 @@ if os.environ.get("OUTBOX_TEST_BROKERS"):
 
     OUTBOX["BROKERS"] = json.loads(os.environ["OUTBOX_TEST_BROKERS"])
     OUTBOX["RELAY"] = json.loads(os.environ.get("OUTBOX_TEST_RELAY", "{}"))
+# A process test gives its workers a health rule of its own (JSON: OUTBOX["HEALTH"]).
+if os.environ.get("OUTBOX_TEST_HEALTH"):
+    import json
+
+    OUTBOX["HEALTH"] = json.loads(os.environ["OUTBOX_TEST_HEALTH"])
 # A process test gives its workers a cron entry (tests/cron/test_processes.py).
 if os.environ.get("OUTBOX_TEST_CRON"):
     OUTBOX["CRON"] = {

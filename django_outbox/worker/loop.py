@@ -116,6 +116,9 @@ class Worker:
         self.excluded_queues = list(exclude_queues)
         self.concurrency = concurrency or outbox.concurrency
         self.burst = burst
+        #: Why a burst worker stopped before its work was done (its database unreachable for
+        #: longer than its health allows), or None.
+        self.gave_up: str | None = None
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
             outbox.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
@@ -375,6 +378,13 @@ class Worker:
             signals.send(
                 signals.worker_unhealthy, Worker, worker=self, seconds=seconds, error=error
             )
+            if self.burst:
+                # A burst is a task that ends (a cron job, a CI step): retrying for as long as
+                # the database stays away would leave it hanging, and the next run beside it.
+                # A long-running worker rides the outage out; its probe decides.
+                self.gave_up = f"in error for {seconds or 0.0:.0f}s: {error}"
+                logger.error("burst worker gives up worker=%s %s", self.worker_id, self.gave_up)
+                self.request_stop()
         else:
             logger.warning("worker healthy again worker=%s", self.worker_id)
             signals.send(signals.worker_recovered, Worker, worker=self)

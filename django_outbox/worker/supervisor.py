@@ -37,6 +37,8 @@ MAX_RESTART_DELAY = 30.0
 #: ...and back to the first once the worker has run this long: a death after a healthy run is
 #: not part of a crash loop.
 HEALTHY_RUN_SECONDS = 60.0
+#: The exit code of a burst worker process that gave up (``Worker.gave_up``): not restarted.
+GAVE_UP_EXIT_CODE = 3
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ def run_worker_process(options: WorkerOptions) -> None:
     if options.supervisor_pid is not None:
         _stop_when_orphaned(options.supervisor_pid, worker.request_stop)
     worker.run()
+    if getattr(worker, "gave_up", None):
+        raise SystemExit(GAVE_UP_EXIT_CODE)
 
 
 def _stop_when_orphaned(supervisor_pid: int, stop: Any) -> None:
@@ -269,6 +273,11 @@ class Supervisor:
         if code == 0 and (self.options.burst or self.options.max_jobs):
             # Its work is done; the supervisor exits once every worker's is.
             return 0
+        if code == GAVE_UP_EXIT_CODE and self.options.burst:
+            # Its database stayed away longer than its health allows (logged by the worker):
+            # a burst ends, with an error, rather than start again into the same outage.
+            logger.error("burst worker process number=%s gave up", number)
+            return 1
         ran = time.monotonic() - self._started_at.get(number, 0.0)
         delay = self._restart_delays.get(number, FIRST_RESTART_DELAY)
         if ran >= HEALTHY_RUN_SECONDS:

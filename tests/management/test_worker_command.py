@@ -1,6 +1,7 @@
 """manage.py run_outbox_worker's options: checked at parsing, --exclude-queue, verbosity."""
 
 import io
+import json
 import subprocess
 import sys
 
@@ -148,3 +149,31 @@ def test_prefetch_is_auto_or_a_count(argument, adaptive, prefetch):
 
     [worker] = started
     assert (worker.auto_prefetch is not None, worker.prefetch) == (adaptive, prefetch)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_burst_whose_database_stays_unreachable_gives_up_with_an_error(processes):
+    """A burst is a task that ends (a cron job, a CI step): once its database has been
+    unreachable for longer than its health allows, each worker stops, is not started again,
+    and the command exits with an error, instead of retrying for as long as the outage lasts."""
+    finished = subprocess.run(
+        [sys.executable, "-m", "django", "run_outbox_worker", "--burst", "--processes", processes],
+        cwd=REPO,
+        env=worker_env(
+            # Nothing listens on port 1: every connection is refused.
+            DATABASE_URL="postgres://postgres@127.0.0.1:1/unreachable",
+            OUTBOX_TEST_HEALTH=json.dumps({"ALLOWED_ERROR_SECONDS": 1, "GRACE_SECONDS": 0}),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finished.returncode == 1, finished.stderr
+    assert finished.stderr.count("burst worker gives up") == int(processes), finished.stderr
+    assert "Connection refused" in finished.stderr
+    if processes == "1":
+        assert "--burst: gave up, the database unreachable" in finished.stderr
+    else:
+        assert finished.stderr.count("started worker process") == 2, finished.stderr
+        assert "2 worker process exit(s) were errors" in finished.stderr

@@ -182,6 +182,11 @@ class Command(BaseCommand):
         on_stop_signals(stop, abort)
         stats = worker.run()
         self.stdout.write(f"Worker {worker.worker_id} stopped: {stats}.")
+        if worker.gave_up:
+            raise CommandError(
+                f"--burst: gave up, the database unreachable ({worker.gave_up}); jobs may "
+                "still be waiting."
+            )
 
     def _relay_only(self, relay_options: WorkerOptions) -> None:
         relay = relay_options.build_relay()
