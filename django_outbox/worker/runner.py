@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
-from django.db import connections
+from django.db import connections, transaction
 from django.dispatch import Signal
 
 from .. import signals
@@ -194,9 +194,10 @@ def _run_job(
     job.handler_started = time.monotonic()
     try:
         if task.atomic:
-            # A transaction that met a lock (SQLite's write lock still busy after the timeout,
-            # at BEGIN; a MariaDB deadlock) rolled back whole: run it again within the attempt
-            # rather than spend attempts on contention.
+            # SQLite refuses a deferred transaction's upgrade to the write lock while another
+            # connection writes ("database is locked", at once, whatever the busy timeout).
+            # The attempt's writes were rolled back, so run it again within the attempt rather
+            # than spend attempts on contention.
             retry_while_locked(
                 lambda: _run_atomic(task, job, using),
                 give_up_after=LOCKED_RETRY_SECONDS,
@@ -246,12 +247,7 @@ def _run_atomic(task: Task, job: ClaimedJob, using: str) -> None:
     """Run the handler with the success mark in one transaction; raise to roll both back."""
     connection = connections[using]
     job.handler_done = False
-    # On SQLite the write lock is taken at BEGIN (IMMEDIATE): the transaction will write (the
-    # success mark at least), and a deferred one that read first failed its upgrade whenever
-    # another connection (this worker's heartbeat, say) wrote meanwhile, after the handler's
-    # side effects (an email sent) had happened, so that it ran again for them. A wait for the
-    # lock at BEGIN comes before the handler runs. Elsewhere a plain transaction.
-    with queries_for(connection).write_transaction(connection):
+    with transaction.atomic(using=using):
         try:
             job.result = task.run(job.payload)
         finally:

@@ -136,16 +136,6 @@ def waits_for_test(payload):
     lease_lost_seen.append(current_job().lease_lost)
 
 
-@task(max_attempts=3)
-def reads_then_waits_for_test(payload):
-    """Read, then wait like waits_for_test; count its runs (``runs``)."""
-    runs[current_job().id] += 1
-    Note.objects.count()
-    handler_started.set()
-    if not handler_may_finish.wait(timeout=30):
-        raise TimeoutError("the test never let the handler finish")
-
-
 @task(max_attempts=1)
 def fails_when_told(payload):
     """Wait like waits_for_test (writing nothing), then fail."""

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import DatabaseError, OperationalError, connection, connections
+from django.db import DatabaseError, connection, connections
 
 from django_outbox.db import queries_for
 from django_outbox.jobs.transitions import rescue_expired_leases
@@ -317,35 +317,3 @@ def test_a_claimable_row_with_its_attempts_used_up_gets_one_more_attempt():
     row = Job.objects.get(pk=poison.pk)
     assert (row.status, row.attempts, row.max_attempts) == (JobStatus.SUCCEEDED, 4, 4)
     assert Job.objects.filter(pk__in=[job.pk for job in others]).succeeded().count() == 5
-
-
-def test_an_atomic_handler_that_read_runs_once_though_another_connection_wants_to_write(
-    worker_thread,
-):
-    """SQLite: the transaction of an atomic job begins IMMEDIATE. Begun deferred, a handler
-    that read, then let another connection write, failed its upgrade to the write lock at its
-    success mark ("database is locked"), after its side effects, and ran again for them (two
-    emails sent where the README's example expects one, in a third of its runs)."""
-    if connection.vendor != "sqlite":
-        pytest.skip("SQLite's single write lock")
-    job = tasks.reads_then_waits_for_test.enqueue({})
-    worker_thread(concurrency=1)
-    assert tasks.handler_started.wait(timeout=20)
-    other = connections.create_connection("default")
-    other.settings_dict = {
-        **connection.settings_dict,
-        "OPTIONS": {**connection.settings_dict.get("OPTIONS", {}), "timeout": 0.3},
-    }
-    try:
-        with other.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {Note._meta.db_table} (text) VALUES ('other')")
-        other_wrote = True
-    except OperationalError:
-        other_wrote = False
-    finally:
-        other.close()
-    tasks.handler_may_finish.set()
-    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED, timeout=20)
-    # The handler held the write lock from its transaction's start: the other writer waited.
-    assert not other_wrote
-    assert tasks.runs[job.pk] == 1
