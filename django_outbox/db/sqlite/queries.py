@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.core.checks import CheckMessage, Warning
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
@@ -299,6 +300,29 @@ class SQLiteQueries(DatabaseQueries):
             with connection.cursor() as cursor:
                 cursor.execute("PRAGMA journal_mode=WAL")
             _wal_databases.add(name)
+
+    def compatibility_problems(self, connection: BaseDatabaseWrapper) -> list[CheckMessage]:
+        """Warn where the project's transactions begin deferred (Django's default on SQLite):
+        an atomic job whose handler reads and then writes cannot take the write lock at its
+        first write once another connection (this worker's heartbeat, say) wrote since its
+        read, and runs again within its attempt, side effects and all."""
+        options = connection.settings_dict.get("OPTIONS") or {}
+        mode = str(options.get("transaction_mode") or "DEFERRED").upper()
+        if mode in ("IMMEDIATE", "EXCLUSIVE"):
+            return []
+        return [
+            Warning(
+                f"SQLite transactions on database {connection.alias!r} begin {mode}: an "
+                "atomic=True job whose handler reads and then writes runs again within its "
+                "attempt, its side effects (an email sent) included, when another connection "
+                "writes in between, the worker's own heartbeat among them.",
+                hint=(
+                    f'Set DATABASES["{connection.alias}"]["OPTIONS"]["transaction_mode"] = '
+                    '"IMMEDIATE", as docs/quickstart.md does (docs/databases.md says why).'
+                ),
+                id="django_outbox.W052",
+            )
+        ]
 
     @contextmanager
     def write_transaction(self, connection: BaseDatabaseWrapper) -> Iterator[None]:
