@@ -250,15 +250,22 @@ def test_an_expired_lease_of_a_worker_that_still_beats_is_left_to_it(
     assert status == (JobStatus.RETRYING if taken_back else JobStatus.RUNNING)
 
 
-def test_an_expired_lease_its_live_holder_let_go_of_is_taken_back_by_it(settings):
-    # The holder beats on, but its thread failed to record the job's outcome (the database
-    # went away) and let the job go: no heartbeat extends the lease any more, and the others
-    # leave the job to the live holder, so the holder itself must take it back.
+def expired_under_a_live_holder(settings):
+    """A job claimed by worker "holder", its lease expired, while "holder" beats on; return
+    the job and its claim."""
     settings.OUTBOX = {**settings.OUTBOX, "HEARTBEAT_SECONDS": 10, "LEASE_SECONDS": 60}
     job = tasks.noop.enqueue({})
     (claimed,) = claim(worker_id="holder")
     expire(job.pk, attempts=1)
     registered("holder", started_seconds_ago=60, beat_seconds_ago=0)
+    return job, claimed
+
+
+def test_an_expired_lease_its_live_holder_let_go_of_is_taken_back_by_it(settings):
+    # The holder beats on, but its thread failed to record the job's outcome (the database
+    # went away) and let the job go: no heartbeat extends the lease any more, and the others
+    # leave the job to the live holder, so the holder itself must take it back.
+    job, claimed = expired_under_a_live_holder(settings)
     assert rescue_expired_leases("default", history_limit=10) == 0
     other_token = uuid.uuid4()
     assert rescue_expired_leases("default", history_limit=10, abandoned_tokens=[other_token]) == 0
@@ -273,11 +280,7 @@ def test_an_expired_lease_its_live_holder_let_go_of_is_taken_back_by_it(settings
 def test_an_expired_lease_its_live_holder_never_knew_of_is_taken_back_by_it(settings):
     # The holder's claim committed, but its answer was lost with the connection: the holder
     # beats on without the job, the others leave the job to it, so it must take it back.
-    settings.OUTBOX = {**settings.OUTBOX, "HEARTBEAT_SECONDS": 10, "LEASE_SECONDS": 60}
-    job = tasks.noop.enqueue({})
-    (claimed,) = claim(worker_id="holder")
-    expire(job.pk, attempts=1)
-    registered("holder", started_seconds_ago=60, beat_seconds_ago=0)
+    job, claimed = expired_under_a_live_holder(settings)
     assert rescue_expired_leases("default", history_limit=10, worker_id="another") == 0
     # The holder that holds it (its heartbeat passed over the locked row) leaves it.
     held = [claimed.lease_token]
